@@ -1,0 +1,327 @@
+"""The supervision decision core: a pure function ``decide(state, event) -> (state, commands)``.
+
+Nothing here touches trio or the clock: every event carries the time it happened, and the
+result says what to do (start, terminate, give up). ``Supervisor`` carries the commands out.
+This is what makes the strategies cheap to test exhaustively (``tests/supervisors/
+test_decide.py`` runs a Hypothesis state machine over it).
+
+Semantics (Erlang/OTP's, adapted):
+
+- Restart policy per child: ``permanent`` children are restarted whenever they exit on their
+  own; ``transient`` ones only when they crashed; ``temporary`` ones never.
+- Strategy: ``one_for_one`` restarts the child alone; ``one_for_all`` terminates every other
+  child and then restarts them all; ``rest_for_one`` does that for the children started after
+  the failed one. Terminated ``temporary`` children are not restarted. A group restart waits
+  until every terminated member has exited, so there is never more than one live instance
+  of a child.
+- Intensity: each restart decision is counted; a decision that would make more than
+  ``intensity`` restarts within ``period`` seconds makes the supervisor give up instead.
+- Children the supervisor terminated (``stop_child``, ``shutdown``) are never restarted;
+  after ``shutdown``, ``cancel`` or giving up, nothing is started again.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Literal, TypeAlias
+
+from immutables import Map
+
+from ._exceptions import DuplicateChild, SupervisorClosed
+from ._exit import ExitKind
+
+Strategy: TypeAlias = Literal["one_for_one", "one_for_all", "rest_for_one"]
+Restart: TypeAlias = Literal["permanent", "transient", "temporary"]
+ChildStatus: TypeAlias = Literal["running", "stopping", "awaiting_restart"]
+
+STRATEGIES: tuple[Strategy, ...] = ("one_for_one", "one_for_all", "rest_for_one")
+RESTARTS: tuple[Restart, ...] = ("permanent", "transient", "temporary")
+
+
+@dataclass(frozen=True, slots=True)
+class SupervisorConfig:
+    """How a supervisor reacts to failures. Validated on construction."""
+
+    strategy: Strategy = "one_for_one"
+    intensity: int = 3
+    """At most this many restarts ..."""
+    period: float = 5.0
+    """... within this many seconds; one more and the supervisor gives up."""
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {self.strategy!r}; use one of {STRATEGIES}")
+        if not isinstance(self.intensity, int) or self.intensity < 0:
+            raise ValueError(f"intensity must be an int >= 0, not {self.intensity!r}")
+        if not (self.period > 0) or math.isinf(self.period):
+            raise ValueError(f"period must be a finite number of seconds > 0, not {self.period!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class ChildState:
+    name: str
+    restart: Restart
+    order: int
+    """Start order; ``rest_for_one`` terminates children with a larger order."""
+    incarnation: int
+    status: ChildStatus = "running"
+    restart_after_stop: bool = False
+    """Set while stopping as part of a group restart: restart it once it has exited."""
+    in_group: bool = False
+    """Stopping as part of a group restart (the restart waits for it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SupervisorState:
+    config: SupervisorConfig = field(default_factory=SupervisorConfig)
+    children: Map[str, ChildState] = field(default_factory=Map)
+    restarts: tuple[float, ...] = ()
+    """Times of the restart decisions still inside the intensity window."""
+    group_stopping: int = 0
+    """Group members asked to stop that have not exited yet."""
+    next_order: int = 0
+    stopping: bool = False
+    gave_up: bool = False
+
+
+# -- events -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Spawn:
+    name: str
+    restart: Restart
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Exited:
+    name: str
+    incarnation: int
+    kind: ExitKind
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class StopChild:
+    name: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ShutdownRequested:
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class CancelRequested:
+    """The supervisor's scope was cancelled: its children are going down with it."""
+
+    at: float
+
+
+Event: TypeAlias = Spawn | Exited | StopChild | ShutdownRequested | CancelRequested
+
+
+# -- commands -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    name: str
+    incarnation: int
+
+
+@dataclass(frozen=True, slots=True)
+class Terminate:
+    """Request a graceful stop, then cancel after the child's grace period."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class GiveUp:
+    """Restart intensity exceeded by ``name``: cancel everything and raise."""
+
+    name: str
+    restarts: int
+
+
+Command: TypeAlias = Start | Terminate | GiveUp
+
+
+def decide(state: SupervisorState, event: Event) -> tuple[SupervisorState, tuple[Command, ...]]:
+    """Apply ``event`` to ``state``; return the new state and the commands to carry out.
+
+    Raises :class:`DuplicateChild` / :class:`SupervisorClosed` for a spawn that cannot be
+    accepted (the state is then unchanged).
+    """
+    if isinstance(event, Spawn):
+        return _spawn(state, event)
+    if isinstance(event, Exited):
+        return _exited(state, event)
+    if isinstance(event, StopChild):
+        return _stop_child(state, event)
+    if isinstance(event, ShutdownRequested):
+        return _shutdown(state)
+    return _cancel(state)
+
+
+def _spawn(state: SupervisorState, event: Spawn) -> tuple[SupervisorState, tuple[Command, ...]]:
+    if event.restart not in RESTARTS:
+        raise ValueError(f"unknown restart policy {event.restart!r}; use one of {RESTARTS}")
+    if state.stopping:
+        why = "gave up" if state.gave_up else "is shutting down"
+        raise SupervisorClosed(f"cannot spawn {event.name!r}: the supervisor {why}")
+    if event.name in state.children:
+        raise DuplicateChild(
+            f"a child named {event.name!r} is already live; stop it first or pick another name"
+        )
+    child = ChildState(event.name, event.restart, state.next_order, incarnation=0)
+    state = replace(
+        state, children=state.children.set(event.name, child), next_order=state.next_order + 1
+    )
+    return state, (Start(event.name, 0),)
+
+
+def _wants_restart(child: ChildState, kind: ExitKind) -> bool:
+    if child.restart == "permanent":
+        return True
+    if child.restart == "transient":
+        return kind == "crashed"
+    return False
+
+
+def _exited(state: SupervisorState, event: Exited) -> tuple[SupervisorState, tuple[Command, ...]]:
+    child = state.children.get(event.name)
+    if child is None or child.incarnation != event.incarnation or child.status not in (
+        "running",
+        "stopping",
+    ):
+        return state, ()  # not a live instance we know of: nothing to decide
+    if state.stopping:
+        return replace(state, children=state.children.delete(event.name)), ()
+
+    if child.status == "stopping":
+        children = state.children
+        if child.restart_after_stop:
+            children = children.set(
+                child.name,
+                replace(child, status="awaiting_restart", in_group=False, restart_after_stop=False),
+            )
+        else:
+            children = children.delete(child.name)
+        group_stopping = state.group_stopping - (1 if child.in_group else 0)
+        state = replace(state, children=children, group_stopping=group_stopping)
+        return _maybe_finish_group(state)
+
+    if not _wants_restart(child, event.kind):
+        return replace(state, children=state.children.delete(event.name)), ()
+
+    window = tuple(t for t in state.restarts if t > event.at - state.config.period)
+    if len(window) >= state.config.intensity:
+        state = replace(
+            state,
+            children=state.children.delete(event.name),
+            restarts=window,
+            stopping=True,
+            gave_up=True,
+        )
+        return state, (GiveUp(event.name, len(window) + 1),)
+    state = replace(state, restarts=(*window, event.at))
+
+    strategy = state.config.strategy
+    if strategy == "one_for_one":
+        restarted = replace(child, incarnation=child.incarnation + 1)
+        state = replace(state, children=state.children.set(child.name, restarted))
+        return state, (Start(child.name, restarted.incarnation),)
+
+    commands: list[Command] = []
+    group_stopping = state.group_stopping
+    with state.children.mutate() as children:
+        children.set(child.name, replace(child, status="awaiting_restart"))
+        members = sorted(
+            (
+                c
+                for c in state.children.values()
+                if c.name != child.name and (strategy == "one_for_all" or c.order > child.order)
+            ),
+            key=lambda c: c.order,
+            reverse=True,
+        )
+        for member in members:
+            if member.status == "running":
+                children.set(
+                    member.name,
+                    replace(
+                        member,
+                        status="stopping",
+                        in_group=True,
+                        restart_after_stop=member.restart != "temporary",
+                    ),
+                )
+                group_stopping += 1
+                commands.append(Terminate(member.name))
+        new_children = children.finish()
+    state = replace(state, children=new_children, group_stopping=group_stopping)
+    state, starts = _maybe_finish_group(state)
+    return state, (*commands, *starts)
+
+
+def _maybe_finish_group(state: SupervisorState) -> tuple[SupervisorState, tuple[Command, ...]]:
+    if state.group_stopping:
+        return state, ()
+    waiting = sorted(
+        (c for c in state.children.values() if c.status == "awaiting_restart"),
+        key=lambda c: c.order,
+    )
+    if not waiting:
+        return state, ()
+    with state.children.mutate() as children:
+        for c in waiting:
+            children.set(c.name, replace(c, status="running", incarnation=c.incarnation + 1))
+        new_children = children.finish()
+    state = replace(state, children=new_children)
+    return state, tuple(Start(c.name, c.incarnation + 1) for c in waiting)
+
+
+def _stop_child(
+    state: SupervisorState, event: StopChild
+) -> tuple[SupervisorState, tuple[Command, ...]]:
+    child = state.children.get(event.name)
+    if child is None:
+        return state, ()
+    if child.status == "awaiting_restart":
+        return replace(state, children=state.children.delete(child.name)), ()
+    if child.status == "stopping":
+        if child.restart_after_stop:
+            stopped = replace(child, restart_after_stop=False)
+            return replace(state, children=state.children.set(child.name, stopped)), ()
+        return state, ()
+    stopped = replace(child, status="stopping", restart_after_stop=False)
+    return replace(state, children=state.children.set(child.name, stopped)), (
+        Terminate(child.name),
+    )
+
+
+def _shutdown(state: SupervisorState) -> tuple[SupervisorState, tuple[Command, ...]]:
+    if state.stopping:
+        return state, ()
+    commands: list[Command] = []
+    with state.children.mutate() as children:
+        for child in sorted(state.children.values(), key=lambda c: c.order, reverse=True):
+            if child.status == "awaiting_restart":
+                children.delete(child.name)
+            elif child.status == "running":
+                children.set(child.name, replace(child, status="stopping"))
+                commands.append(Terminate(child.name))
+        new_children = children.finish()
+    return replace(state, children=new_children, stopping=True), tuple(commands)
+
+
+def _cancel(state: SupervisorState) -> tuple[SupervisorState, tuple[Command, ...]]:
+    if state.stopping:
+        return state, ()
+    children = Map({n: c for n, c in state.children.items() if c.status != "awaiting_restart"})
+    return replace(state, children=children, stopping=True), ()

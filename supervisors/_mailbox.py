@@ -1,0 +1,232 @@
+"""Bounded, typed mailboxes.
+
+A mailbox is a FIFO queue of at most ``capacity`` ordinary messages plus an unbounded queue
+of *notices* (monitor messages), which are delivered first and never refused for lack of
+room, so that an exit notice is never lost. The implementation follows
+``trio/_channel.py``: a waiting receiver is handed a message directly, a sender that finds
+the mailbox full parks until a receiver makes room.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import trio
+from outcome import Error, Value
+
+from ._exceptions import MailboxClosed, MailboxFull
+
+if TYPE_CHECKING:
+    from ._exit import ExitNotice
+    from ._ref import ActorRef
+
+M = TypeVar("M")
+
+
+@dataclass(frozen=True, slots=True)
+class MailboxStatistics:
+    """A point-in-time record of a mailbox, from :meth:`Mailbox.statistics`."""
+
+    capacity: int
+    depth: int
+    """Messages waiting to be received (notices included)."""
+    sent: int
+    """Messages accepted since the mailbox was made (notices included)."""
+    received: int
+    waiting_senders: int
+    """Senders blocked in ``tell``/``ask`` because the mailbox is full."""
+    waiting_receivers: int
+    closed: bool
+
+
+class Mailbox(Generic[M]):
+    """The receiving end of an actor's mailbox, handed to the actor's function.
+
+    ``async for message in mailbox`` receives until a stop is requested and the mailbox is
+    drained. Concurrency: ``receive`` is atomic with respect to cancellation (a cancelled
+    ``receive`` takes no message); senders are served in FIFO order when the mailbox is full.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_capacity",
+        "_closed",
+        "_data",
+        "_notices",
+        "_received",
+        "_receivers",
+        "_ref",
+        "_senders",
+        "_sent",
+    )
+
+    def __init__(self, capacity: int) -> None:
+        if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 0:
+            raise ValueError(f"mailbox capacity must be an int >= 0, not {capacity!r}")
+        self._capacity = capacity
+        self._data: deque[M] = deque()
+        self._notices: deque[M] = deque()
+        self._receivers: OrderedDict[trio.lowlevel.Task, None] = OrderedDict()
+        self._senders: OrderedDict[trio.lowlevel.Task, M] = OrderedDict()
+        self._closed = False
+        self._sent = 0
+        self._received = 0
+        self._ref: ActorRef[M] | None = None
+
+    @property
+    def ref(self) -> ActorRef[M]:
+        """The :class:`ActorRef` of the actor that owns this mailbox (its own address)."""
+        assert self._ref is not None
+        return self._ref
+
+    @property
+    def stop_requested(self) -> bool:
+        """True once the actor was asked to stop (or has exited): no new messages arrive."""
+        return self._closed
+
+    def statistics(self) -> MailboxStatistics:
+        return MailboxStatistics(
+            capacity=self._capacity,
+            depth=len(self._data) + len(self._notices),
+            sent=self._sent,
+            received=self._received,
+            waiting_senders=len(self._senders),
+            waiting_receivers=len(self._receivers),
+            closed=self._closed,
+        )
+
+    def monitor(self, target: ActorRef[Any], message: Callable[[ExitNotice], M]) -> None:
+        """Watch ``target``: when it exits, ``message(notice)`` arrives in this mailbox.
+
+        The notice bypasses the capacity limit and is received before ordinary messages, so
+        it is never refused or lost. If ``target`` has already exited, it arrives at once.
+        """
+        target._monitor(lambda notice: self._put_notice(message(notice)))
+
+    def __len__(self) -> int:
+        return len(self._data) + len(self._notices)
+
+    # -- receiving (the actor's side) ------------------------------------------------------
+
+    def receive_nowait(self) -> M:
+        """Take the next message, or raise ``trio.WouldBlock`` if there is none.
+
+        Raises ``trio.EndOfChannel`` once a stop was requested and the mailbox is drained.
+        """
+        if self._notices:
+            self._received += 1
+            return self._notices.popleft()
+        if self._senders:
+            task, message = self._senders.popitem(last=False)
+            trio.lowlevel.reschedule(task, Value(None))
+            self._data.append(message)
+            self._sent += 1
+        if self._data:
+            self._received += 1
+            return self._data.popleft()
+        if self._closed:
+            raise trio.EndOfChannel
+        raise trio.WouldBlock
+
+    async def receive(self) -> M:
+        """Wait for the next message (notices first).
+
+        Raises ``trio.EndOfChannel`` once a stop was requested and the mailbox is drained.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            message = self.receive_nowait()
+        except trio.WouldBlock:
+            pass
+        else:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return message
+
+        task = trio.lowlevel.current_task()
+        self._receivers[task] = None
+
+        def abort_fn(_: Any) -> trio.lowlevel.Abort:
+            del self._receivers[task]
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        return await trio.lowlevel.wait_task_rescheduled(abort_fn)  # type: ignore[no-any-return]
+
+    def __aiter__(self) -> AsyncIterator[M]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[M]:
+        while True:
+            try:
+                yield await self.receive()
+            except trio.EndOfChannel:
+                return
+
+    # -- sending (used by ActorRef) --------------------------------------------------------
+
+    def _hand_to_receiver(self, message: M) -> bool:
+        if self._receivers:
+            task, _ = self._receivers.popitem(last=False)
+            self._sent += 1
+            self._received += 1
+            trio.lowlevel.reschedule(task, Value(message))
+            return True
+        return False
+
+    def _put_nowait(self, message: M, describe: str) -> None:
+        if self._closed:
+            raise MailboxClosed(f"{describe} is not accepting messages (it exited or is stopping)")
+        if self._hand_to_receiver(message):
+            return
+        if len(self._data) < self._capacity:
+            self._data.append(message)
+            self._sent += 1
+            return
+        raise MailboxFull(
+            f"the mailbox of {describe} is full ({self._capacity} messages); "
+            "use 'await ref.tell(...)' to wait for room"
+        )
+
+    async def _put(self, message: M, describe: str) -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            self._put_nowait(message, describe)
+        except MailboxFull:
+            pass
+        else:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return
+
+        task = trio.lowlevel.current_task()
+        self._senders[task] = message
+
+        def abort_fn(_: Any) -> trio.lowlevel.Abort:
+            del self._senders[task]
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort_fn)
+
+    def _put_notice(self, message: M) -> None:
+        """Deliver a notice (bypasses capacity); dropped only if the owner has exited."""
+        if self._closed and self._ref is not None and self._ref.exit_reason is not None:
+            return
+        if self._hand_to_receiver(message):
+            return
+        self._notices.append(message)
+        self._sent += 1
+
+    def _close(self, describe: str) -> None:
+        """Refuse new messages; wake blocked senders with MailboxClosed and idle receivers."""
+        if self._closed:
+            return
+        self._closed = True
+        for task in self._senders:
+            trio.lowlevel.reschedule(
+                task, Error(MailboxClosed(f"{describe} stopped before taking this message"))
+            )
+        self._senders.clear()
+        for task in self._receivers:
+            trio.lowlevel.reschedule(task, Error(trio.EndOfChannel()))
+        self._receivers.clear()

@@ -1,0 +1,233 @@
+"""The live tree: one node per actor or supervisor, and its read-only views.
+
+Nodes are internal bookkeeping (plain classes, mutated only on the trio thread). The public
+views are :class:`ActorInfo`, :class:`ActorSnapshot`, :class:`TreeSnapshot` and
+:class:`ExitRecord`, all frozen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+import trio
+
+if TYPE_CHECKING:
+    from ._exit import ExitReason
+    from ._mailbox import Mailbox
+    from ._ref import Reply
+
+NodeKind: TypeAlias = Literal["actor", "supervisor"]
+NodeState: TypeAlias = Literal["running", "stopping", "exited"]
+
+
+@dataclass(frozen=True, slots=True)
+class ActorInfo:
+    """Who an actor (or supervisor) is: stable for its whole life."""
+
+    id: int
+    """Unique within its tree, assigned in spawn order (deterministic)."""
+    name: str
+    kind: NodeKind
+    parent_id: int | None
+    path: str
+    """Names from the root, joined by ``/``: ``"app/pool/worker-1"``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExitRecord:
+    """One actor's exit, as delivered to exit listeners."""
+
+    actor: ActorInfo
+    reason: ExitReason
+    at: float
+    """``trio.current_time()`` at exit."""
+
+
+@dataclass(frozen=True, slots=True)
+class ActorSnapshot:
+    """One live node in a :class:`TreeSnapshot`."""
+
+    actor: ActorInfo
+    state: NodeState
+    mailbox_depth: int | None
+    """Messages waiting; ``None`` for supervisors, which have no mailbox."""
+    mailbox_capacity: int | None
+    restarts: int
+    """How many times the supervisor restarted this child (its incarnation number)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TreeSnapshot:
+    """Every live node under (and including) a supervisor, parents before children."""
+
+    actors: tuple[ActorSnapshot, ...]
+
+    def render(self) -> str:
+        """The tree as text, one line per node with its state and mailbox depth."""
+
+        def label(a: ActorSnapshot) -> str:
+            text = f"{a.actor.kind} {a.actor.name} [{a.state}]"
+            if a.mailbox_depth is not None:
+                text += f" mailbox {a.mailbox_depth}/{a.mailbox_capacity}"
+            if a.restarts:
+                text += f" restarts={a.restarts}"
+            return text
+
+        return format_tree((a.actor, label(a)) for a in self.actors)
+
+
+def format_tree(rows: Iterable[tuple[ActorInfo, str]]) -> str:
+    """Draw ``(actor, label)`` rows as an indented tree; rows may come in any order.
+
+    A row whose parent is not among the rows is drawn as a root. Siblings are ordered by id.
+    """
+    rows = list(rows)
+    ids = {info.id for info, _ in rows}
+    children: dict[int | None, list[tuple[ActorInfo, str]]] = {}
+    for info, text in rows:
+        parent = info.parent_id if info.parent_id in ids else None
+        children.setdefault(parent, []).append((info, text))
+    for siblings in children.values():
+        siblings.sort(key=lambda row: row[0].id)
+
+    lines: list[str] = []
+
+    def draw(parent: int | None, prefix: str, top: bool) -> None:
+        siblings = children.get(parent, [])
+        for index, (info, text) in enumerate(siblings):
+            last = index == len(siblings) - 1
+            branch = "" if top else ("└── " if last else "├── ")
+            lines.append(f"{prefix}{branch}{text}")
+            extension = "" if top else ("    " if last else "│   ")
+            draw(info.id, prefix + extension, False)
+
+    draw(None, "", True)
+    return "\n".join(lines)
+
+
+ExitListener: TypeAlias = Callable[[ExitRecord], None]
+
+
+class Tree:
+    """Shared by every node under one root: id allocation."""
+
+    __slots__ = ("next_id",)
+
+    def __init__(self) -> None:
+        self.next_id = 0
+
+
+class Node:
+    """Internal record of one actor or supervisor. Only touched on the trio thread."""
+
+    __slots__ = (
+        "cancel_reason",
+        "cancelled_explicitly",
+        "children",
+        "exit_event",
+        "exit_reason",
+        "id",
+        "info",
+        "kind",
+        "listeners",
+        "mailbox",
+        "monitors",
+        "name",
+        "parent",
+        "replies",
+        "restarts",
+        "scope",
+        "state",
+        "tree",
+    )
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        kind: NodeKind,
+        parent: Node | None,
+        mailbox: Mailbox[Any] | None = None,
+        restarts: int = 0,
+    ) -> None:
+        self.tree = parent.tree if parent is not None else Tree()
+        self.id = self.tree.next_id
+        self.tree.next_id += 1
+        self.name = name
+        self.kind = kind
+        self.parent = parent
+        self.mailbox = mailbox
+        self.restarts = restarts
+        self.children: dict[int, Node] = {}
+        self.scope = trio.CancelScope()
+        self.state: NodeState = "running"
+        self.exit_reason: ExitReason | None = None
+        self.exit_event: trio.Event | None = None
+        self.listeners: list[ExitListener] | None = None
+        self.replies: set[Reply[Any]] | None = None
+        self.monitors: list[Callable[[ExitReason], None]] | None = None
+        self.cancel_reason: str | None = None
+        self.cancelled_explicitly = False
+        self.info: ActorInfo | None = None
+        if parent is not None:
+            parent.children[self.id] = self
+
+    def actor_info(self) -> ActorInfo:
+        if self.info is None:
+            parent = self.parent
+            path = f"{parent.actor_info().path}/{self.name}" if parent is not None else self.name
+            self.info = ActorInfo(
+                id=self.id,
+                name=self.name,
+                kind=self.kind,
+                parent_id=parent.id if parent is not None else None,
+                path=path,
+            )
+        return self.info
+
+    def snapshot_into(self, out: list[ActorSnapshot]) -> None:
+        mailbox = self.mailbox
+        state: NodeState = self.state
+        out.append(
+            ActorSnapshot(
+                actor=self.actor_info(),
+                state=state,
+                mailbox_depth=len(mailbox) if mailbox is not None else None,
+                mailbox_capacity=mailbox.statistics().capacity if mailbox is not None else None,
+                restarts=self.restarts,
+            )
+        )
+        for child in list(self.children.values()):
+            child.snapshot_into(out)
+
+    def record_exit(self, reason: ExitReason) -> None:
+        """Set the one exit reason, then notify waiters, monitors and listeners."""
+        assert self.exit_reason is None, f"{self.name!r} exited twice"
+        self.exit_reason = reason
+        self.state = "exited"
+        if self.replies:
+            for reply in list(self.replies):
+                reply._actor_exited(self.name, reason)
+        if self.exit_event is not None:
+            self.exit_event.set()
+        if self.monitors:
+            for notify in self.monitors:
+                notify(reason)
+        parent = self.parent
+        if parent is not None:
+            del parent.children[self.id]
+        node: Node | None = self
+        record: ExitRecord | None = None
+        while node is not None:
+            if node.listeners:
+                if record is None:
+                    record = ExitRecord(self.actor_info(), reason, trio.current_time())
+                for listener in node.listeners:
+                    listener(record)
+            node = node.parent
+
+
+current_node: ContextVar[Node | None] = ContextVar("supervisors.current_node", default=None)

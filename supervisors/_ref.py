@@ -1,0 +1,192 @@
+"""Addresses of actors (:class:`ActorRef`) and the reply half of an ask (:class:`Reply`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+import trio
+from outcome import Error, Outcome, Value
+
+from ._exceptions import ActorExited, ReplyAlreadySent
+from ._exit import Crashed, ExitNotice, ExitReason
+from ._mailbox import Mailbox, MailboxStatistics
+from ._node import ActorInfo, Node
+
+M = TypeVar("M")
+R = TypeVar("R")
+
+
+class Reply(Generic[R]):
+    """The answer slot of one ``ask``. The actor resolves it once, with ``send`` or ``fail``.
+
+    If the actor exits before resolving it, the asker gets :class:`ActorExited`.
+    Concurrency: resolving is synchronous and never blocks; the first resolution wins and
+    later ones raise :class:`ReplyAlreadySent`.
+    """
+
+    __slots__ = ("_outcome", "_task")
+
+    def __init__(self) -> None:
+        self._outcome: Outcome[R] | None = None
+        self._task: trio.lowlevel.Task | None = None
+
+    @property
+    def resolved(self) -> bool:
+        return self._outcome is not None
+
+    def send(self, value: R) -> None:
+        """Answer the ask with ``value``."""
+        self._resolve(Value(value))
+
+    def fail(self, exception: BaseException) -> None:
+        """Make the ask raise ``exception`` in the asker."""
+        self._resolve(Error(exception))
+
+    def _resolve(self, outcome: Outcome[R]) -> None:
+        if self._outcome is not None:
+            raise ReplyAlreadySent("this ask was already answered; a Reply resolves once")
+        self._outcome = outcome
+        if self._task is not None:
+            task, self._task = self._task, None
+            trio.lowlevel.reschedule(task, Value(None))
+
+    def _actor_exited(self, name: str, reason: ExitReason) -> None:
+        if self._outcome is None:
+            error = ActorExited(f"actor {name!r} exited before replying ({reason})", reason)
+            if isinstance(reason, Crashed):
+                error.__cause__ = reason.exception
+            self._resolve(Error(error))
+
+    async def _wait(self) -> R:
+        if self._outcome is None:
+            self._task = trio.lowlevel.current_task()
+
+            def abort_fn(_: Any) -> trio.lowlevel.Abort:
+                self._task = None
+                return trio.lowlevel.Abort.SUCCEEDED
+
+            await trio.lowlevel.wait_task_rescheduled(abort_fn)
+        else:
+            await trio.lowlevel.checkpoint()
+        assert self._outcome is not None
+        return self._outcome.unwrap()
+
+
+class ActorRef(Generic[M]):
+    """The address of one actor incarnation: send it messages, ask it, stop it, watch it.
+
+    A restarted child is a new incarnation with a new ref; ``Supervisor.child(name)`` returns
+    the current one. Concurrency: every method may be called from any task on the trio
+    thread; ``tell`` either enqueues the message and returns, or raises and enqueues nothing.
+    """
+
+    __slots__ = ("_describe", "_grace", "_mailbox", "_node")
+
+    def __init__(self, node: Node, mailbox: Mailbox[M], grace: float) -> None:
+        self._node = node
+        self._mailbox = mailbox
+        self._grace = grace
+        self._describe = f"actor {node.name!r}"
+        mailbox._ref = self
+
+    def __repr__(self) -> str:
+        return f"<ActorRef {self._node.actor_info().path!r} {self._node.state}>"
+
+    @property
+    def name(self) -> str:
+        return self._node.name
+
+    @property
+    def info(self) -> ActorInfo:
+        return self._node.actor_info()
+
+    @property
+    def exit_reason(self) -> ExitReason | None:
+        """``None`` while the actor is alive, then its one exit reason."""
+        return self._node.exit_reason
+
+    # -- messages --------------------------------------------------------------------------
+
+    async def tell(self, message: M) -> None:
+        """Enqueue ``message``, waiting for room if the mailbox is full (backpressure).
+
+        Raises :class:`MailboxClosed` if the actor has exited or is stopping.
+        """
+        await self._mailbox._put(message, self._describe)
+
+    def tell_nowait(self, message: M) -> None:
+        """Enqueue ``message`` or raise :class:`MailboxFull` / :class:`MailboxClosed`."""
+        self._mailbox._put_nowait(message, self._describe)
+
+    async def ask(self, build: Callable[[Reply[R]], M]) -> R:
+        """Send ``build(reply)`` and wait for the actor to resolve ``reply``.
+
+        Example: ``await ref.ask(lambda reply: Get("key", reply))``. Raises what the actor
+        passed to ``reply.fail``, or :class:`ActorExited` if the actor exited first (its
+        crash, if any, is the ``__cause__``): an ask never hangs on a dead actor.
+        """
+        reply: Reply[R] = Reply()
+        node = self._node
+        if node.replies is None:
+            node.replies = set()
+        replies = node.replies
+        replies.add(reply)
+        try:
+            await self._mailbox._put(build(reply), self._describe)
+            return await reply._wait()
+        finally:
+            replies.discard(reply)
+
+    def statistics(self) -> MailboxStatistics:
+        return self._mailbox.statistics()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def stop(self, grace: float | None = None) -> None:
+        """Ask the actor to stop: its mailbox takes no new messages and ends when drained.
+
+        If it has not exited after ``grace`` seconds (default: the grace given at spawn) it
+        is cancelled. Its exit reason is ``Shutdown(forced=...)``. Idempotent.
+        """
+        node = self._node
+        if node.state != "running":
+            return
+        node.state = "stopping"
+        self._mailbox._close(self._describe)
+        grace = self._grace if grace is None else grace
+        if grace < 0 or math.isnan(grace):
+            raise ValueError(f"grace must be a number of seconds >= 0, not {grace!r}")
+        if grace != math.inf:
+            node.scope.deadline = min(node.scope.deadline, trio.current_time() + grace)
+
+    def cancel(self, reason: str | None = None) -> None:
+        """Cancel the actor now; its exit reason is ``Cancelled(reason)``. Idempotent."""
+        node = self._node
+        if node.exit_reason is not None or node.scope.cancel_called:
+            return
+        node.cancelled_explicitly = True
+        node.cancel_reason = reason
+        node.scope.cancel(reason)
+
+    async def wait_exit(self) -> ExitReason:
+        """Wait until the actor has exited and return its exit reason."""
+        node = self._node
+        if node.exit_reason is None:
+            if node.exit_event is None:
+                node.exit_event = trio.Event()
+            await node.exit_event.wait()
+        else:
+            await trio.lowlevel.checkpoint()
+        assert node.exit_reason is not None
+        return node.exit_reason
+
+    def _monitor(self, deliver: Callable[[ExitNotice], None]) -> None:
+        node = self._node
+        if node.exit_reason is not None:
+            deliver(ExitNotice(self, node.exit_reason))
+            return
+        if node.monitors is None:
+            node.monitors = []
+        node.monitors.append(lambda reason: deliver(ExitNotice(self, reason)))

@@ -1,0 +1,363 @@
+"""Supervisors: own a nursery of actors, restart them by strategy, give up past intensity.
+
+The decisions come from the pure :func:`supervisors._decide.decide`; this module only carries
+out its commands on trio and turns each actor's way of ending into one exit reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import trio
+
+from ._decide import (
+    CancelRequested,
+    Command,
+    Event,
+    Exited,
+    GiveUp,
+    Restart,
+    ShutdownRequested,
+    Spawn,
+    Start,
+    StopChild,
+    Strategy,
+    SupervisorConfig,
+    SupervisorState,
+    Terminate,
+    decide,
+)
+from ._exceptions import RestartIntensityExceeded
+from ._exit import Cancelled, Crashed, ExitReason, Normal, Shutdown
+from ._mailbox import Mailbox
+from ._node import ExitListener, Node, TreeSnapshot, current_node
+from ._ref import ActorRef
+
+M = TypeVar("M")
+
+ActorFunction = Callable[[Mailbox[M]], Awaitable[None]]
+
+_SOURCES = {
+    "deadline": "deadline expired",
+    "nursery": "a sibling task raised",
+    "explicit": "cancelled explicitly",
+    "KeyboardInterrupt": "KeyboardInterrupt",
+}
+
+
+def cancel_reason_text(exc: trio.Cancelled) -> str:
+    """The reason recorded for an actor cancelled from above: the scope's reason, or why."""
+    return exc.reason or _SOURCES.get(exc.source, exc.source)
+
+
+@dataclass(frozen=True, slots=True)
+class _ChildSpec(Generic[M]):
+    fn: ActorFunction[M]
+    capacity: int
+    grace: float
+
+
+class Supervisor:
+    """Runs child actors in its nursery and restarts them according to its strategy.
+
+    Made by :func:`open_supervisor`. Concurrency: every method is synchronous and must be
+    called on the trio thread (any task); the decision for one event is made and carried
+    out atomically, before any other task runs.
+    """
+
+    def __init__(self, node: Node, config: SupervisorConfig, nursery: trio.Nursery) -> None:
+        self._node = node
+        self._nursery = nursery
+        self._state = SupervisorState(config)
+        self._specs: dict[str, _ChildSpec[Any]] = {}
+        self._live: dict[str, ActorRef[Any]] = {}
+        self._auto_names = 0
+        self._cancel_seen = False
+        self._shutdown_requested = False
+        self._last_crash: BaseException | None = None
+        self.gave_up: RestartIntensityExceeded | None = None
+
+    def __repr__(self) -> str:
+        return f"<Supervisor {self.path!r} {self._state.config.strategy}>"
+
+    @property
+    def name(self) -> str:
+        return self._node.name
+
+    @property
+    def path(self) -> str:
+        return self._node.actor_info().path
+
+    @property
+    def config(self) -> SupervisorConfig:
+        return self._state.config
+
+    @property
+    def decision_state(self) -> SupervisorState:
+        """The pure decision core's current state (for introspection and tests)."""
+        return self._state
+
+    # -- children --------------------------------------------------------------------------
+
+    def spawn(
+        self,
+        fn: ActorFunction[M],
+        *,
+        name: str | None = None,
+        restart: Restart = "permanent",
+        capacity: int = 64,
+        grace: float = 5.0,
+    ) -> ActorRef[M]:
+        """Start ``fn(mailbox)`` as a child actor and return its ref at once.
+
+        ``restart`` is the policy (``permanent``, ``transient``, ``temporary``); ``capacity``
+        bounds the mailbox; ``grace`` is how long a stop request waits before cancelling.
+        Messages can be sent to the ref before the actor's task first runs.
+        """
+        if not callable(fn):
+            raise TypeError(f"an actor is an async function taking a Mailbox, not {fn!r}")
+        if name is None:
+            self._auto_names += 1
+            name = f"{getattr(fn, '__name__', 'actor')}-{self._auto_names}"
+        elif not isinstance(name, str) or not name or "/" in name or name != name.strip():
+            raise ValueError(
+                f"child name {name!r} must be a non-empty str without '/' or surrounding spaces"
+            )
+        if capacity < 0 or isinstance(capacity, bool) or not isinstance(capacity, int):
+            raise ValueError(f"capacity must be an int >= 0, not {capacity!r}")
+        if not (grace >= 0):
+            raise ValueError(f"grace must be a number of seconds >= 0, not {grace!r}")
+        previous = self._specs.get(name)
+        self._specs[name] = _ChildSpec(fn, capacity, grace)
+        try:
+            self._apply(Spawn(name, restart, trio.current_time()))
+        except BaseException:
+            if previous is None:
+                del self._specs[name]
+            else:
+                self._specs[name] = previous
+            raise
+        return self._live[name]
+
+    def child(self, name: str) -> ActorRef[Any]:
+        """The live incarnation of child ``name``. Raises ``KeyError`` if there is none."""
+        try:
+            return self._live[name]
+        except KeyError:
+            raise KeyError(f"supervisor {self.path!r} has no live child named {name!r}") from None
+
+    def children(self) -> dict[str, ActorRef[Any]]:
+        """The live children by name, in start order."""
+        return dict(self._live)
+
+    def stop_child(self, name: str) -> None:
+        """Stop child ``name`` gracefully and do not restart it. Idempotent."""
+        self._apply(StopChild(name, trio.current_time()))
+
+    def shutdown(self) -> None:
+        """Stop every child gracefully (newest first) and take no new ones.
+
+        Each child gets its grace period, then is cancelled. The ``async with`` exits once
+        they have all exited and its body has finished.
+        """
+        self._shutdown_requested = True
+        self._apply(ShutdownRequested(trio.current_time()))
+
+    def cancel(self, reason: str | None = None) -> None:
+        """Cancel the supervisor: every child and the ``async with`` body are cancelled."""
+        node = self._node
+        if not node.scope.cancel_called:
+            node.cancelled_explicitly = True
+            node.cancel_reason = reason
+        node.scope.cancel(reason)
+
+    # -- introspection ---------------------------------------------------------------------
+
+    def snapshot(self) -> TreeSnapshot:
+        """Every live node from this supervisor down, parents before children."""
+        out: list[Any] = []
+        self._node.snapshot_into(out)
+        return TreeSnapshot(tuple(out))
+
+    def add_exit_listener(self, listener: ExitListener) -> None:
+        """Call ``listener(record)`` for every exit under this supervisor, itself included.
+
+        Records arrive in exit order, so children's arrive before their parent's. Listeners
+        run synchronously on the exiting task and must not raise or block.
+        """
+        if self._node.listeners is None:
+            self._node.listeners = []
+        self._node.listeners.append(listener)
+
+    # -- carrying out decisions ------------------------------------------------------------
+
+    def _apply(self, event: Event) -> None:
+        self._state, commands = decide(self._state, event)
+        for command in commands:
+            self._execute(command)
+
+    def _execute(self, command: Command) -> None:
+        if isinstance(command, Start):
+            spec = self._specs[command.name]
+            mailbox: Mailbox[Any] = Mailbox(spec.capacity)
+            node = Node(
+                name=command.name,
+                kind="actor",
+                parent=self._node,
+                mailbox=mailbox,
+                restarts=command.incarnation,
+            )
+            ref = ActorRef(node, mailbox, spec.grace)
+            self._live[command.name] = ref
+            self._nursery.start_soon(self._run, ref, spec.fn, command.incarnation)
+        elif isinstance(command, Terminate):
+            self._live[command.name].stop()
+        elif isinstance(command, GiveUp):
+            self._give_up(command)
+
+    def _give_up(self, command: GiveUp) -> None:
+        config = self._state.config
+        message = (
+            f"supervisor {self.path!r} gave up: child {command.name!r} needed "
+            f"{command.restarts} restarts within {config.period:g}s, more than its intensity "
+            f"of {config.intensity}"
+        )
+        error = RestartIntensityExceeded(message, supervisor=self.path, child=command.name)
+        error.__cause__ = self._last_crash
+        self.gave_up = error
+        self._node.scope.cancel(message)
+
+    async def _run(self, ref: ActorRef[Any], fn: ActorFunction[Any], incarnation: int) -> None:
+        node = ref._node
+        current_node.set(node)
+        scope = node.scope
+        try:
+            with scope:
+                await fn(ref._mailbox)
+        except trio.Cancelled as exc:
+            self._finish(ref, incarnation, Cancelled(cancel_reason_text(exc)), from_above=True)
+            raise
+        except BaseException as exc:
+            cancelled: BaseException | None = None
+            error: BaseException = exc
+            if isinstance(exc, BaseExceptionGroup):
+                cancelled, rest = exc.split(trio.Cancelled)
+                if rest is None:
+                    first = _first_cancelled(exc)
+                    self._finish(ref, incarnation, Cancelled(first), from_above=True)
+                    raise
+                error = rest
+            self._finish(ref, incarnation, Crashed(error), from_above=cancelled is not None)
+            if cancelled is not None:
+                raise cancelled from None
+            if not isinstance(exc, Exception):
+                raise
+            return
+        if scope.cancel_called:
+            reason: ExitReason = (
+                Cancelled(node.cancel_reason) if node.cancelled_explicitly else Shutdown(True)
+            )
+        elif node.state == "stopping":
+            reason = Shutdown()
+        else:
+            reason = Normal()
+        self._finish(ref, incarnation, reason, from_above=False)
+
+    def _finish(
+        self, ref: ActorRef[Any], incarnation: int, reason: ExitReason, *, from_above: bool
+    ) -> None:
+        node = ref._node
+        ref._mailbox._close(f"actor {node.name!r}")
+        node.record_exit(reason)
+        if self._live.get(node.name) is ref:
+            del self._live[node.name]
+        now = trio.current_time()
+        if from_above and not self._cancel_seen:
+            self._cancel_seen = True
+            self._apply(CancelRequested(now))
+        if isinstance(reason, Crashed):
+            self._last_crash = reason.exception
+        self._apply(Exited(node.name, incarnation, reason.kind, now))
+
+
+def _first_cancelled(group: BaseExceptionGroup[BaseException]) -> str | None:
+    for exc in group.exceptions:
+        if isinstance(exc, trio.Cancelled):
+            return cancel_reason_text(exc)
+        if isinstance(exc, BaseExceptionGroup):
+            return _first_cancelled(exc)
+    return None
+
+
+@asynccontextmanager
+async def open_supervisor(
+    *,
+    name: str = "supervisor",
+    strategy: Strategy = "one_for_one",
+    intensity: int = 3,
+    period: float = 5.0,
+) -> AsyncIterator[Supervisor]:
+    """Open a supervisor whose children live no longer than this ``async with`` block.
+
+    Like a nursery, the block waits for the children when its body ends: call
+    ``sup.shutdown()`` to stop them gracefully or ``sup.cancel(reason)`` to cancel them.
+    If the supervisor gives up (restart intensity exceeded) it cancels everything and the
+    block raises :class:`RestartIntensityExceeded`; if the body raises, the children are
+    cancelled and the body's exception propagates unwrapped. Opened inside an actor, the
+    supervisor becomes that actor's child in the tree.
+    """
+    config = SupervisorConfig(strategy, intensity, period)
+    if not isinstance(name, str) or not name or "/" in name:
+        raise ValueError(f"supervisor name {name!r} must be a non-empty str without '/'")
+    node = Node(name=name, kind="supervisor", parent=current_node.get())
+    token = current_node.set(node)
+    supervisor: Supervisor | None = None
+    reason: ExitReason | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            node.scope = nursery.cancel_scope
+            supervisor = Supervisor(node, config, nursery)
+            yield supervisor
+    except trio.Cancelled as exc:
+        reason = _gave_up_reason(supervisor) or Cancelled(cancel_reason_text(exc))
+        raise
+    except BaseExceptionGroup as group:
+        cancelled, rest = group.split(trio.Cancelled)
+        if rest is None:
+            reason = _gave_up_reason(supervisor) or Cancelled(_first_cancelled(group))
+            raise
+        if len(rest.exceptions) == 1 and cancelled is None:
+            error = rest.exceptions[0]
+            reason = Crashed(error)
+            raise error from error.__cause__
+        reason = Crashed(rest)
+        raise
+    except BaseException as exc:
+        reason = Crashed(exc)
+        raise
+    else:
+        gave_up = _gave_up_reason(supervisor)
+        if gave_up is not None:
+            reason = gave_up
+            assert supervisor is not None and supervisor.gave_up is not None
+            raise supervisor.gave_up
+        if node.cancelled_explicitly:
+            reason = Cancelled(node.cancel_reason)
+        elif supervisor is not None and supervisor._shutdown_requested:
+            reason = Shutdown()
+        else:
+            reason = Normal()
+    finally:
+        current_node.reset(token)
+        node.record_exit(reason if reason is not None else Normal())
+
+
+def _gave_up_reason(supervisor: Supervisor | None) -> Crashed | None:
+    if supervisor is not None and supervisor.gave_up is not None:
+        return Crashed(supervisor.gave_up)
+    return None
+
+

@@ -1,0 +1,39 @@
+"""Test policy for pai_actors and supervisors.
+
+- trio everywhere (``trio_mode = true``); anything involving time runs under
+  ``trio.testing.MockClock`` (the ``autojump_clock`` fixture or ``MockClock(autojump_threshold=0)``),
+  so no test waits on the wall clock and none asserts a duration.
+- No ``sleep`` to order events: use ``trio.testing.wait_all_tasks_blocked``,
+  ``trio.testing.Sequencer`` or the library's own waits (``wait_exit``, ``ask``).
+- Network tests (later issues) bind loopback, port 0 only, and run under ``trio.fail_after``.
+- Hypothesis profiles: ``ci`` (200 examples per property, derandomized so CI replays the
+  same examples) is chosen by ``HYPOTHESIS_PROFILE=ci`` (``.ci/run`` sets it); ``dev`` (the
+  default) runs 200 examples as well but with fresh randomness each run.
+- Timing lives in ``benchmarks/``, never in a test.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import trio.testing
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci",
+    max_examples=200,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "dev", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+@pytest.fixture
+def mock_clock() -> trio.testing.MockClock:
+    """A MockClock that jumps as soon as every task is blocked (simulation time)."""
+    return trio.testing.MockClock(autojump_threshold=0)
