@@ -78,7 +78,7 @@ async def run_demo(say: Callable[[str], None] = print) -> str:
         except ActorExited as exc:
             say(f"  the ask raised ActorExited: {exc}")
         await old_writer.wait_exit()
-        answer = await pool.child("parser").ask(lambda reply: Parse("42", reply))
+        answer: int = await pool.child("parser").ask(lambda reply: Parse("42", reply))
         say("  rest_for_one restarted 'parser' and the younger 'writer'; the new parser")
         say(f"  answers Parse('42') with {answer}:")
         say(_indent(app.snapshot().render()))

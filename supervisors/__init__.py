@@ -84,7 +84,7 @@ def _fix_module_names() -> None:
     # Tracebacks and reprs read ``supervisors.ActorRef``, not ``supervisors._ref.ActorRef``.
     for name in __all__:
         obj = globals()[name]
-        if hasattr(obj, "__module__") and getattr(obj, "__module__", "").startswith(__name__ + "._"):
+        if getattr(obj, "__module__", "").startswith(f"{__name__}._"):
             try:
                 obj.__module__ = __name__
             except (AttributeError, TypeError):  # type aliases and builtins refuse it

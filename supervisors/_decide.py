@@ -195,10 +195,8 @@ def _wants_restart(child: ChildState, kind: ExitKind) -> bool:
 
 def _exited(state: SupervisorState, event: Exited) -> tuple[SupervisorState, tuple[Command, ...]]:
     child = state.children.get(event.name)
-    if child is None or child.incarnation != event.incarnation or child.status not in (
-        "running",
-        "stopping",
-    ):
+    live = child is not None and child.status in ("running", "stopping")
+    if child is None or not live or child.incarnation != event.incarnation:
         return state, ()  # not a live instance we know of: nothing to decide
     if state.stopping:
         return replace(state, children=state.children.delete(event.name)), ()
@@ -239,8 +237,8 @@ def _exited(state: SupervisorState, event: Exited) -> tuple[SupervisorState, tup
 
     commands: list[Command] = []
     group_stopping = state.group_stopping
-    with state.children.mutate() as children:
-        children.set(child.name, replace(child, status="awaiting_restart"))
+    with state.children.mutate() as mutation:
+        mutation.set(child.name, replace(child, status="awaiting_restart"))
         members = sorted(
             (
                 c
@@ -252,7 +250,7 @@ def _exited(state: SupervisorState, event: Exited) -> tuple[SupervisorState, tup
         )
         for member in members:
             if member.status == "running":
-                children.set(
+                mutation.set(
                     member.name,
                     replace(
                         member,
@@ -263,7 +261,7 @@ def _exited(state: SupervisorState, event: Exited) -> tuple[SupervisorState, tup
                 )
                 group_stopping += 1
                 commands.append(Terminate(member.name))
-        new_children = children.finish()
+        new_children = mutation.finish()
     state = replace(state, children=new_children, group_stopping=group_stopping)
     state, starts = _maybe_finish_group(state)
     return state, (*commands, *starts)
@@ -278,10 +276,10 @@ def _maybe_finish_group(state: SupervisorState) -> tuple[SupervisorState, tuple[
     )
     if not waiting:
         return state, ()
-    with state.children.mutate() as children:
+    with state.children.mutate() as mutation:
         for c in waiting:
-            children.set(c.name, replace(c, status="running", incarnation=c.incarnation + 1))
-        new_children = children.finish()
+            mutation.set(c.name, replace(c, status="running", incarnation=c.incarnation + 1))
+        new_children = mutation.finish()
     state = replace(state, children=new_children)
     return state, tuple(Start(c.name, c.incarnation + 1) for c in waiting)
 
@@ -309,14 +307,14 @@ def _shutdown(state: SupervisorState) -> tuple[SupervisorState, tuple[Command, .
     if state.stopping:
         return state, ()
     commands: list[Command] = []
-    with state.children.mutate() as children:
+    with state.children.mutate() as mutation:
         for child in sorted(state.children.values(), key=lambda c: c.order, reverse=True):
             if child.status == "awaiting_restart":
-                children.delete(child.name)
+                del mutation[child.name]
             elif child.status == "running":
-                children.set(child.name, replace(child, status="stopping"))
+                mutation.set(child.name, replace(child, status="stopping"))
                 commands.append(Terminate(child.name))
-        new_children = children.finish()
+        new_children = mutation.finish()
     return replace(state, children=new_children, stopping=True), tuple(commands)
 
 

@@ -153,7 +153,7 @@ class Node:
         mailbox: Mailbox[Any] | None = None,
         restarts: int = 0,
     ) -> None:
-        self.tree = parent.tree if parent is not None else Tree()
+        self.tree: Tree = parent.tree if parent is not None else Tree()
         self.id = self.tree.next_id
         self.tree.next_id += 1
         self.name = name

@@ -342,8 +342,7 @@ async def open_supervisor(
         gave_up = _gave_up_reason(supervisor)
         if gave_up is not None:
             reason = gave_up
-            assert supervisor is not None and supervisor.gave_up is not None
-            raise supervisor.gave_up
+            raise gave_up.exception
         if node.cancelled_explicitly:
             reason = Cancelled(node.cancel_reason)
         elif supervisor is not None and supervisor._shutdown_requested:
@@ -359,5 +358,3 @@ def _gave_up_reason(supervisor: Supervisor | None) -> Crashed | None:
     if supervisor is not None and supervisor.gave_up is not None:
         return Crashed(supervisor.gave_up)
     return None
-
-

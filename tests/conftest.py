@@ -1,8 +1,9 @@
 """Test policy for pai_actors and supervisors.
 
 - trio everywhere (``trio_mode = true``); anything involving time runs under
-  ``trio.testing.MockClock`` (the ``autojump_clock`` fixture or ``MockClock(autojump_threshold=0)``),
-  so no test waits on the wall clock and none asserts a duration.
+  ``trio.testing.MockClock``: pytest-trio's ``autojump_clock`` fixture, or
+  ``MockClock(autojump_threshold=0)``, so no test waits on the wall clock and none
+  asserts a duration.
 - No ``sleep`` to order events: use ``trio.testing.wait_all_tasks_blocked``,
   ``trio.testing.Sequencer`` or the library's own waits (``wait_exit``, ``ask``).
 - Network tests (later issues) bind loopback, port 0 only, and run under ``trio.fail_after``.
@@ -16,8 +17,6 @@ from __future__ import annotations
 
 import os
 
-import pytest
-import trio.testing
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -31,9 +30,3 @@ settings.register_profile(
     "dev", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
-
-
-@pytest.fixture
-def mock_clock() -> trio.testing.MockClock:
-    """A MockClock that jumps as soon as every task is blocked (simulation time)."""
-    return trio.testing.MockClock(autojump_threshold=0)
