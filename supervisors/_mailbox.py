@@ -10,7 +10,7 @@ the mailbox full parks until a receiver makes room.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -154,15 +154,15 @@ class Mailbox(Generic[M]):
 
         return await trio.lowlevel.wait_task_rescheduled(abort_fn)  # type: ignore[no-any-return]
 
-    def __aiter__(self) -> AsyncIterator[M]:
-        return self._iterate()
+    def __aiter__(self) -> Mailbox[M]:
+        return self
 
-    async def _iterate(self) -> AsyncIterator[M]:
-        while True:
-            try:
-                yield await self.receive()
-            except trio.EndOfChannel:
-                return
+    async def __anext__(self) -> M:
+        # Not an async generator: those leak finalizers when the actor crashes mid-loop.
+        try:
+            return await self.receive()
+        except trio.EndOfChannel:
+            raise StopAsyncIteration from None
 
     # -- sending (used by ActorRef) --------------------------------------------------------
 

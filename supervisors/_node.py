@@ -141,6 +141,7 @@ class Node:
         "restarts",
         "scope",
         "state",
+        "stop_hook",
         "tree",
     )
 
@@ -172,6 +173,7 @@ class Node:
         self.cancel_reason: str | None = None
         self.cancelled_explicitly = False
         self.info: ActorInfo | None = None
+        self.stop_hook: Callable[[], None] | None = None
         if parent is not None:
             parent.children[self.id] = self
 

@@ -148,16 +148,25 @@ class ActorRef(Generic[M]):
         """Ask the actor to stop: its mailbox takes no new messages and ends when drained.
 
         If it has not exited after ``grace`` seconds (default: the grace given at spawn) it
-        is cancelled. Its exit reason is ``Shutdown(forced=...)``. Idempotent.
+        is cancelled. Its exit reason is ``Shutdown(forced=...)``, and its supervisor does
+        not restart it (as ``Supervisor.stop_child``). Idempotent.
         """
+        if grace is not None and not grace >= 0:
+            raise ValueError(f"grace must be a number of seconds >= 0, not {grace!r}")
+        node = self._node
+        if node.state != "running":
+            return
+        self._stop(grace)
+        if node.stop_hook is not None:
+            node.stop_hook()
+
+    def _stop(self, grace: float | None = None) -> None:
         node = self._node
         if node.state != "running":
             return
         node.state = "stopping"
         self._mailbox._close(self._describe)
         grace = self._grace if grace is None else grace
-        if grace < 0 or math.isnan(grace):
-            raise ValueError(f"grace must be a number of seconds >= 0, not {grace!r}")
         if grace != math.inf:
             node.scope.deadline = min(node.scope.deadline, trio.current_time() + grace)
 

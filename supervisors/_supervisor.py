@@ -158,7 +158,7 @@ class Supervisor:
         self._apply(StopChild(name, trio.current_time()))
 
     def shutdown(self) -> None:
-        """Stop every child gracefully (newest first) and take no new ones.
+        """Stop every child gracefully, all at once, and take no new children.
 
         Each child gets its grace period, then is cancelled. The ``async with`` exits once
         they have all exited and its body has finished.
@@ -211,19 +211,21 @@ class Supervisor:
                 restarts=command.incarnation,
             )
             ref = ActorRef(node, mailbox, spec.grace)
+            name = command.name
+            node.stop_hook = lambda: self._apply(StopChild(name, trio.current_time()))
             self._live[command.name] = ref
             self._nursery.start_soon(self._run, ref, spec.fn, command.incarnation)
         elif isinstance(command, Terminate):
-            self._live[command.name].stop()
+            self._live[command.name]._stop()
         elif isinstance(command, GiveUp):
             self._give_up(command)
 
     def _give_up(self, command: GiveUp) -> None:
         config = self._state.config
         message = (
-            f"supervisor {self.path!r} gave up: child {command.name!r} needed "
-            f"{command.restarts} restarts within {config.period:g}s, more than its intensity "
-            f"of {config.intensity}"
+            f"supervisor {self.path!r} gave up: child {command.name!r} failed "
+            f"{_times(command.restarts)} within {config.period:g}s, and its intensity allows "
+            f"{_times(config.intensity)}"
         )
         error = RestartIntensityExceeded(message, supervisor=self.path, child=command.name)
         error.__cause__ = self._last_crash
@@ -281,6 +283,10 @@ class Supervisor:
         if isinstance(reason, Crashed):
             self._last_crash = reason.exception
         self._apply(Exited(node.name, incarnation, reason.kind, now))
+
+
+def _times(n: int) -> str:
+    return {0: "no restart", 1: "once", 2: "twice"}.get(n, f"{n} times")
 
 
 def _first_cancelled(group: BaseExceptionGroup[BaseException]) -> str | None:
