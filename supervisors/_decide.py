@@ -23,8 +23,9 @@ Semantics (Erlang/OTP's, adapted):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
-from typing import Literal, TypeAlias
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple, TypeAlias
 
 from immutables import Map
 
@@ -58,8 +59,10 @@ class SupervisorConfig:
             raise ValueError(f"period must be a finite number of seconds > 0, not {self.period!r}")
 
 
-@dataclass(frozen=True, slots=True)
-class ChildState:
+_EMPTY: Map[str, ChildState] = Map()
+
+
+class ChildState(NamedTuple):
     name: str
     restart: Restart
     order: int
@@ -72,10 +75,12 @@ class ChildState:
     """Stopping as part of a group restart (the restart waits for it)."""
 
 
-@dataclass(frozen=True, slots=True)
-class SupervisorState:
-    config: SupervisorConfig = field(default_factory=SupervisorConfig)
-    children: Map[str, ChildState] = field(default_factory=Map)
+_DEFAULT_CONFIG = SupervisorConfig()
+
+
+class SupervisorState(NamedTuple):
+    config: SupervisorConfig = _DEFAULT_CONFIG
+    children: Map[str, ChildState] = _EMPTY
     restarts: tuple[float, ...] = ()
     """Times of the restart decisions still inside the intensity window."""
     group_stopping: int = 0
@@ -84,38 +89,45 @@ class SupervisorState:
     stopping: bool = False
     gave_up: bool = False
 
+    def with_children(self, children: Map[str, ChildState]) -> SupervisorState:
+        """This state with other children (a fast ``dataclasses.replace``: the hot path)."""
+        return SupervisorState(
+            self.config,
+            children,
+            self.restarts,
+            self.group_stopping,
+            self.next_order,
+            self.stopping,
+            self.gave_up,
+        )
+
 
 # -- events -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Spawn:
+class Spawn(NamedTuple):
     name: str
     restart: Restart
     at: float
 
 
-@dataclass(frozen=True, slots=True)
-class Exited:
+class Exited(NamedTuple):
     name: str
     incarnation: int
     kind: ExitKind
     at: float
 
 
-@dataclass(frozen=True, slots=True)
-class StopChild:
+class StopChild(NamedTuple):
     name: str
     at: float
 
 
-@dataclass(frozen=True, slots=True)
-class ShutdownRequested:
+class ShutdownRequested(NamedTuple):
     at: float
 
 
-@dataclass(frozen=True, slots=True)
-class CancelRequested:
+class CancelRequested(NamedTuple):
     """The supervisor's scope was cancelled: its children are going down with it."""
 
     at: float
@@ -127,21 +139,18 @@ Event: TypeAlias = Spawn | Exited | StopChild | ShutdownRequested | CancelReques
 # -- commands -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Start:
+class Start(NamedTuple):
     name: str
     incarnation: int
 
 
-@dataclass(frozen=True, slots=True)
-class Terminate:
+class Terminate(NamedTuple):
     """Request a graceful stop, then cancel after the child's grace period."""
 
     name: str
 
 
-@dataclass(frozen=True, slots=True)
-class GiveUp:
+class GiveUp(NamedTuple):
     """Restart intensity exceeded by ``name``: cancel everything and raise."""
 
     name: str
@@ -157,15 +166,7 @@ def decide(state: SupervisorState, event: Event) -> tuple[SupervisorState, tuple
     Raises :class:`DuplicateChild` / :class:`SupervisorClosed` for a spawn that cannot be
     accepted (the state is then unchanged).
     """
-    if isinstance(event, Spawn):
-        return _spawn(state, event)
-    if isinstance(event, Exited):
-        return _exited(state, event)
-    if isinstance(event, StopChild):
-        return _stop_child(state, event)
-    if isinstance(event, ShutdownRequested):
-        return _shutdown(state)
-    return _cancel(state)
+    return _HANDLERS[type(event)](state, event)
 
 
 def _spawn(state: SupervisorState, event: Spawn) -> tuple[SupervisorState, tuple[Command, ...]]:
@@ -178,9 +179,15 @@ def _spawn(state: SupervisorState, event: Spawn) -> tuple[SupervisorState, tuple
         raise DuplicateChild(
             f"a child named {event.name!r} is already live; stop it first or pick another name"
         )
-    child = ChildState(event.name, event.restart, state.next_order, incarnation=0)
-    state = replace(
-        state, children=state.children.set(event.name, child), next_order=state.next_order + 1
+    child = ChildState(event.name, event.restart, state.next_order, 0)
+    state = SupervisorState(
+        state.config,
+        state.children.set(event.name, child),
+        state.restarts,
+        state.group_stopping,
+        state.next_order + 1,
+        state.stopping,
+        state.gave_up,
     )
     return state, (Start(event.name, 0),)
 
@@ -199,46 +206,45 @@ def _exited(state: SupervisorState, event: Exited) -> tuple[SupervisorState, tup
     if child is None or not live or child.incarnation != event.incarnation:
         return state, ()  # not a live instance we know of: nothing to decide
     if state.stopping:
-        return replace(state, children=state.children.delete(event.name)), ()
+        return state.with_children(state.children.delete(event.name)), ()
 
     if child.status == "stopping":
         children = state.children
         if child.restart_after_stop:
             children = children.set(
                 child.name,
-                replace(child, status="awaiting_restart", in_group=False, restart_after_stop=False),
+                child._replace(status="awaiting_restart", in_group=False, restart_after_stop=False),
             )
         else:
             children = children.delete(child.name)
         group_stopping = state.group_stopping - (1 if child.in_group else 0)
-        state = replace(state, children=children, group_stopping=group_stopping)
+        state = state._replace(children=children, group_stopping=group_stopping)
         return _maybe_finish_group(state)
 
     if not _wants_restart(child, event.kind):
-        return replace(state, children=state.children.delete(event.name)), ()
+        return state.with_children(state.children.delete(event.name)), ()
 
     window = tuple(t for t in state.restarts if t > event.at - state.config.period)
     if len(window) >= state.config.intensity:
-        state = replace(
-            state,
+        state = state._replace(
             children=state.children.delete(event.name),
             restarts=window,
             stopping=True,
             gave_up=True,
         )
         return state, (GiveUp(event.name, len(window) + 1),)
-    state = replace(state, restarts=(*window, event.at))
+    state = state._replace(restarts=(*window, event.at))
 
     strategy = state.config.strategy
     if strategy == "one_for_one":
-        restarted = replace(child, incarnation=child.incarnation + 1)
-        state = replace(state, children=state.children.set(child.name, restarted))
+        restarted = child._replace(incarnation=child.incarnation + 1)
+        state = state.with_children(state.children.set(child.name, restarted))
         return state, (Start(child.name, restarted.incarnation),)
 
     commands: list[Command] = []
     group_stopping = state.group_stopping
     with state.children.mutate() as mutation:
-        mutation.set(child.name, replace(child, status="awaiting_restart"))
+        mutation.set(child.name, child._replace(status="awaiting_restart"))
         members = sorted(
             (
                 c
@@ -252,8 +258,7 @@ def _exited(state: SupervisorState, event: Exited) -> tuple[SupervisorState, tup
             if member.status == "running":
                 mutation.set(
                     member.name,
-                    replace(
-                        member,
+                    member._replace(
                         status="stopping",
                         in_group=True,
                         restart_after_stop=member.restart != "temporary",
@@ -262,7 +267,7 @@ def _exited(state: SupervisorState, event: Exited) -> tuple[SupervisorState, tup
                 group_stopping += 1
                 commands.append(Terminate(member.name))
         new_children = mutation.finish()
-    state = replace(state, children=new_children, group_stopping=group_stopping)
+    state = state._replace(children=new_children, group_stopping=group_stopping)
     state, starts = _maybe_finish_group(state)
     return state, (*commands, *starts)
 
@@ -278,9 +283,9 @@ def _maybe_finish_group(state: SupervisorState) -> tuple[SupervisorState, tuple[
         return state, ()
     with state.children.mutate() as mutation:
         for c in waiting:
-            mutation.set(c.name, replace(c, status="running", incarnation=c.incarnation + 1))
+            mutation.set(c.name, c._replace(status="running", incarnation=c.incarnation + 1))
         new_children = mutation.finish()
-    state = replace(state, children=new_children)
+    state = state.with_children(new_children)
     return state, tuple(Start(c.name, c.incarnation + 1) for c in waiting)
 
 
@@ -291,19 +296,17 @@ def _stop_child(
     if child is None:
         return state, ()
     if child.status == "awaiting_restart":
-        return replace(state, children=state.children.delete(child.name)), ()
+        return state.with_children(state.children.delete(child.name)), ()
     if child.status == "stopping":
         if child.restart_after_stop:
-            stopped = replace(child, restart_after_stop=False)
-            return replace(state, children=state.children.set(child.name, stopped)), ()
+            stopped = child._replace(restart_after_stop=False)
+            return state.with_children(state.children.set(child.name, stopped)), ()
         return state, ()
-    stopped = replace(child, status="stopping", restart_after_stop=False)
-    return replace(state, children=state.children.set(child.name, stopped)), (
-        Terminate(child.name),
-    )
+    stopped = child._replace(status="stopping", restart_after_stop=False)
+    return state.with_children(state.children.set(child.name, stopped)), (Terminate(child.name),)
 
 
-def _shutdown(state: SupervisorState) -> tuple[SupervisorState, tuple[Command, ...]]:
+def _shutdown(state: SupervisorState, _: object) -> tuple[SupervisorState, tuple[Command, ...]]:
     if state.stopping:
         return state, ()
     commands: list[Command] = []
@@ -312,14 +315,24 @@ def _shutdown(state: SupervisorState) -> tuple[SupervisorState, tuple[Command, .
             if child.status == "awaiting_restart":
                 del mutation[child.name]
             elif child.status == "running":
-                mutation.set(child.name, replace(child, status="stopping"))
+                mutation.set(child.name, child._replace(status="stopping"))
                 commands.append(Terminate(child.name))
         new_children = mutation.finish()
-    return replace(state, children=new_children, stopping=True), tuple(commands)
+    return state._replace(children=new_children, stopping=True), tuple(commands)
 
 
-def _cancel(state: SupervisorState) -> tuple[SupervisorState, tuple[Command, ...]]:
+def _cancel(state: SupervisorState, _: object) -> tuple[SupervisorState, tuple[Command, ...]]:
     if state.stopping:
         return state, ()
     children = Map({n: c for n, c in state.children.items() if c.status != "awaiting_restart"})
-    return replace(state, children=children, stopping=True), ()
+    return state._replace(children=children, stopping=True), ()
+
+
+_HANDLERS: dict[type, Callable[[SupervisorState, Any], tuple[SupervisorState, tuple[Command, ...]]]]
+_HANDLERS = {
+    Spawn: _spawn,
+    Exited: _exited,
+    StopChild: _stop_child,
+    ShutdownRequested: _shutdown,
+    CancelRequested: _cancel,
+}

@@ -9,7 +9,7 @@ the mailbox full parks until a receiver makes room.
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -68,9 +68,11 @@ class Mailbox(Generic[M]):
             raise ValueError(f"mailbox capacity must be an int >= 0, not {capacity!r}")
         self._capacity = capacity
         self._data: deque[M] = deque()
-        self._notices: deque[M] = deque()
-        self._receivers: OrderedDict[trio.lowlevel.Task, None] = OrderedDict()
-        self._senders: OrderedDict[trio.lowlevel.Task, M] = OrderedDict()
+        self._notices: deque[M] | None = None  # made on the first notice
+        # Plain dicts keep insertion order and are cheaper than OrderedDict to make; an
+        # actor's mailbox is made for every spawn, so this is on the hot path.
+        self._receivers: dict[trio.lowlevel.Task, None] = {}
+        self._senders: dict[trio.lowlevel.Task, M] = {}
         self._closed = False
         self._sent = 0
         self._received = 0
@@ -90,7 +92,7 @@ class Mailbox(Generic[M]):
     def statistics(self) -> MailboxStatistics:
         return MailboxStatistics(
             capacity=self._capacity,
-            depth=len(self._data) + len(self._notices),
+            depth=len(self),
             sent=self._sent,
             received=self._received,
             waiting_senders=len(self._senders),
@@ -107,7 +109,7 @@ class Mailbox(Generic[M]):
         target._monitor(lambda notice: self._put_notice(message(notice)))
 
     def __len__(self) -> int:
-        return len(self._data) + len(self._notices)
+        return len(self._data) + (len(self._notices) if self._notices else 0)
 
     # -- receiving (the actor's side) ------------------------------------------------------
 
@@ -120,7 +122,8 @@ class Mailbox(Generic[M]):
             self._received += 1
             return self._notices.popleft()
         if self._senders:
-            task, message = self._senders.popitem(last=False)
+            task = next(iter(self._senders))
+            message = self._senders.pop(task)
             trio.lowlevel.reschedule(task, Value(None))
             self._data.append(message)
             self._sent += 1
@@ -168,7 +171,8 @@ class Mailbox(Generic[M]):
 
     def _hand_to_receiver(self, message: M) -> bool:
         if self._receivers:
-            task, _ = self._receivers.popitem(last=False)
+            task = next(iter(self._receivers))
+            del self._receivers[task]
             self._sent += 1
             self._received += 1
             trio.lowlevel.reschedule(task, Value(message))
@@ -214,6 +218,8 @@ class Mailbox(Generic[M]):
             return
         if self._hand_to_receiver(message):
             return
+        if self._notices is None:
+            self._notices = deque()
         self._notices.append(message)
         self._sent += 1
 

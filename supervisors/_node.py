@@ -136,12 +136,12 @@ class Node:
         "mailbox",
         "monitors",
         "name",
+        "owner",
         "parent",
         "replies",
         "restarts",
         "scope",
         "state",
-        "stop_hook",
         "tree",
     )
 
@@ -162,7 +162,7 @@ class Node:
         self.parent = parent
         self.mailbox = mailbox
         self.restarts = restarts
-        self.children: dict[int, Node] = {}
+        self.children: dict[int, Node] | None = None  # made when the first child arrives
         self.scope = trio.CancelScope()
         self.state: NodeState = "running"
         self.exit_reason: ExitReason | None = None
@@ -173,8 +173,11 @@ class Node:
         self.cancel_reason: str | None = None
         self.cancelled_explicitly = False
         self.info: ActorInfo | None = None
-        self.stop_hook: Callable[[], None] | None = None
+        self.owner: Any = None
+        """The ``Supervisor`` running this actor; ``ActorRef.stop`` tells it (no restart)."""
         if parent is not None:
+            if parent.children is None:
+                parent.children = {}
             parent.children[self.id] = self
 
     def actor_info(self) -> ActorInfo:
@@ -202,8 +205,9 @@ class Node:
                 restarts=self.restarts,
             )
         )
-        for child in list(self.children.values()):
-            child.snapshot_into(out)
+        if self.children:
+            for child in list(self.children.values()):
+                child.snapshot_into(out)
 
     def record_exit(self, reason: ExitReason) -> None:
         """Set the one exit reason, then notify waiters, monitors and listeners."""
@@ -219,7 +223,7 @@ class Node:
             for notify in self.monitors:
                 notify(reason)
         parent = self.parent
-        if parent is not None:
+        if parent is not None and parent.children is not None:
             del parent.children[self.id]
         node: Node | None = self
         record: ExitRecord | None = None

@@ -157,8 +157,8 @@ class ActorRef(Generic[M]):
         if node.state != "running":
             return
         self._stop(grace)
-        if node.stop_hook is not None:
-            node.stop_hook()
+        if node.owner is not None:
+            node.owner._stop_requested(node.name)
 
     def _stop(self, grace: float | None = None) -> None:
         node = self._node

@@ -53,6 +53,10 @@ def cancel_reason_text(exc: trio.Cancelled) -> str:
     return exc.reason or _SOURCES.get(exc.source, exc.source)
 
 
+_NORMAL = Normal()
+_SHUTDOWN = Shutdown()
+
+
 @dataclass(frozen=True, slots=True)
 class _ChildSpec(Generic[M]):
     fn: ActorFunction[M]
@@ -157,6 +161,9 @@ class Supervisor:
         """Stop child ``name`` gracefully and do not restart it. Idempotent."""
         self._apply(StopChild(name, trio.current_time()))
 
+    def _stop_requested(self, name: str) -> None:
+        self._apply(StopChild(name, trio.current_time()))
+
     def shutdown(self) -> None:
         """Stop every child gracefully, all at once, and take no new children.
 
@@ -211,8 +218,7 @@ class Supervisor:
                 restarts=command.incarnation,
             )
             ref = ActorRef(node, mailbox, spec.grace)
-            name = command.name
-            node.stop_hook = lambda: self._apply(StopChild(name, trio.current_time()))
+            node.owner = self
             self._live[command.name] = ref
             self._nursery.start_soon(self._run, ref, spec.fn, command.incarnation)
         elif isinstance(command, Terminate):
@@ -263,26 +269,29 @@ class Supervisor:
                 Cancelled(node.cancel_reason) if node.cancelled_explicitly else Shutdown(True)
             )
         elif node.state == "stopping":
-            reason = Shutdown()
+            reason = _SHUTDOWN
         else:
-            reason = Normal()
+            reason = _NORMAL
         self._finish(ref, incarnation, reason, from_above=False)
 
     def _finish(
         self, ref: ActorRef[Any], incarnation: int, reason: ExitReason, *, from_above: bool
     ) -> None:
         node = ref._node
-        ref._mailbox._close(f"actor {node.name!r}")
+        name = node.name
+        ref._mailbox._close(ref._describe)
         node.record_exit(reason)
-        if self._live.get(node.name) is ref:
-            del self._live[node.name]
+        if self._live.get(name) is ref:
+            del self._live[name]
         now = trio.current_time()
         if from_above and not self._cancel_seen:
             self._cancel_seen = True
             self._apply(CancelRequested(now))
         if isinstance(reason, Crashed):
             self._last_crash = reason.exception
-        self._apply(Exited(node.name, incarnation, reason.kind, now))
+        self._apply(Exited(name, incarnation, reason.kind, now))
+        if name not in self._state.children:
+            del self._specs[name]  # no incarnation will be started again
 
 
 def _times(n: int) -> str:
