@@ -154,10 +154,12 @@ class ActorRef(Generic[M]):
         if grace is not None and not grace >= 0:
             raise ValueError(f"grace must be a number of seconds >= 0, not {grace!r}")
         node = self._node
-        if node.state != "running":
+        if node.exit_reason is not None:
             return
         self._stop(grace)
         if node.owner is not None:
+            # Also while it is already stopping as part of a group restart: then the
+            # supervisor must drop the planned restart.
             node.owner._stop_requested(node.name)
 
     def _stop(self, grace: float | None = None) -> None:

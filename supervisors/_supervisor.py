@@ -154,7 +154,7 @@ class Supervisor:
             raise KeyError(f"supervisor {self.path!r} has no live child named {name!r}") from None
 
     def children(self) -> dict[str, ActorRef[Any]]:
-        """The live children by name, in start order."""
+        """The live children by name (a copy)."""
         return dict(self._live)
 
     def stop_child(self, name: str) -> None:
@@ -231,7 +231,8 @@ class Supervisor:
         message = (
             f"supervisor {self.path!r} gave up: child {command.name!r} failed "
             f"{_times(command.restarts)} within {config.period:g}s, and its intensity allows "
-            f"{_times(config.intensity)}"
+            f"at most {config.intensity} restart{'' if config.intensity == 1 else 's'} "
+            "in that period"
         )
         error = RestartIntensityExceeded(message, supervisor=self.path, child=command.name)
         error.__cause__ = self._last_crash
@@ -295,7 +296,7 @@ class Supervisor:
 
 
 def _times(n: int) -> str:
-    return {0: "no restart", 1: "once", 2: "twice"}.get(n, f"{n} times")
+    return {1: "once", 2: "twice"}.get(n, f"{n} times")
 
 
 def _first_cancelled(group: BaseExceptionGroup[BaseException]) -> str | None:
@@ -325,8 +326,10 @@ async def open_supervisor(
     supervisor becomes that actor's child in the tree.
     """
     config = SupervisorConfig(strategy, intensity, period)
-    if not isinstance(name, str) or not name or "/" in name:
-        raise ValueError(f"supervisor name {name!r} must be a non-empty str without '/'")
+    if not isinstance(name, str) or not name or "/" in name or name != name.strip():
+        raise ValueError(
+            f"supervisor name {name!r} must be a non-empty str without '/' or surrounding spaces"
+        )
     node = Node(name=name, kind="supervisor", parent=current_node.get())
     token = current_node.set(node)
     supervisor: Supervisor | None = None

@@ -10,8 +10,9 @@ from ._supervisor import Supervisor
 class ExitLog:
     """Collects every exit under a supervisor, in order.
 
-    >>> log = ExitLog.attach(sup)   # inside ``async with open_supervisor() as sup``
-    ... later: log.records, log.reasons(), print(log.render())
+    Attach it inside ``async with open_supervisor() as sup:`` with
+    ``log = ExitLog.attach(sup)``; afterwards read ``log.records``, ``log.reasons()`` or
+    ``print(log.render())``.
     """
 
     def __init__(self) -> None:

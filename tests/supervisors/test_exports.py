@@ -51,3 +51,12 @@ def test_supervisors_never_imports_pai_actors() -> None:
 
 def test_testing_exports() -> None:
     assert supervisors.testing.__all__ == ["ExitLog"]
+
+
+def test_decision_module_exports_the_whole_core() -> None:
+    import supervisors.decision as decision
+    from supervisors import _decide
+
+    for name in decision.__all__:
+        assert getattr(decision, name) is getattr(_decide, name)
+    assert decision.decide is supervisors.decide

@@ -174,6 +174,25 @@ async def test_stop_with_explicit_grace_overrides_the_spawn_grace(
             ref.stop(grace=-1)
 
 
+async def test_stop_during_a_group_restart_cancels_that_childs_restart(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def ignores_stop(mailbox: Mailbox[object]) -> None:
+        await trio.sleep_forever()
+
+    async with open_supervisor(strategy="one_for_all") as sup:
+        a = sup.spawn(ignores_stop, name="a", grace=10)
+        b = sup.spawn(crash_on_message, name="b")
+        b.tell_nowait("go")
+        await b.wait_exit()
+        assert a.exit_reason is None  # stopping for the group restart, until its grace ends
+        a.stop()
+        assert await a.wait_exit() == Shutdown(forced=True)
+        await trio.testing.wait_all_tasks_blocked()
+        assert set(sup.children()) == {"b"}
+        sup.cancel()
+
+
 async def test_a_stopped_permanent_child_is_not_restarted() -> None:
     async with open_supervisor() as sup:
         ref = sup.spawn(forever, name="worker")
@@ -281,7 +300,7 @@ async def test_giving_up_cancels_siblings_and_raises_with_the_crash_as_cause(
     error = info.value
     assert str(error) == (
         "supervisor 'root' gave up: child 'flaky' failed 3 times within 10s, "
-        "and its intensity allows twice"
+        "and its intensity allows at most 2 restarts in that period"
     )
     assert (error.supervisor, error.child) == ("root", "flaky")
     assert isinstance(error.__cause__, RuntimeError)
