@@ -202,7 +202,10 @@ class Mailbox(Generic[M]):
         else:
             await trio.lowlevel.cancel_shielded_checkpoint()
             return
+        await self._wait_for_room(message)
 
+    async def _wait_for_room(self, message: M) -> None:
+        """Park until a receiver takes ``message`` into the mailbox (it is full now)."""
         task = trio.lowlevel.current_task()
         self._senders[task] = message
 

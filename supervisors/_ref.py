@@ -9,7 +9,7 @@ from typing import Any, Generic, TypeVar
 import trio
 from outcome import Error, Outcome, Value
 
-from ._exceptions import ActorExited, ReplyAlreadySent
+from ._exceptions import ActorExited, MailboxFull, ReplyAlreadySent
 from ._exit import Crashed, ExitNotice, ExitReason
 from ._mailbox import Mailbox, MailboxStatistics
 from ._node import ActorInfo, Node
@@ -133,8 +133,15 @@ class ActorRef(Generic[M]):
             node.replies = set()
         replies = node.replies
         replies.add(reply)
+        mailbox = self._mailbox
         try:
-            await self._mailbox._put(build(reply), self._describe)
+            await trio.lowlevel.checkpoint_if_cancelled()
+            message = build(reply)
+            try:
+                mailbox._put_nowait(message, self._describe)
+            except MailboxFull:
+                await mailbox._wait_for_room(message)
+            # No checkpoint between sending and waiting: waiting for the reply is one.
             return await reply._wait()
         finally:
             replies.discard(reply)

@@ -253,11 +253,12 @@ class Supervisor:
             cancelled: BaseException | None = None
             error: BaseException = exc
             if isinstance(exc, BaseExceptionGroup):
-                cancelled, rest = exc.split(trio.Cancelled)
-                if rest is None:
+                if _only_cancelled(exc):  # cancelled from above, seen through a nursery
                     first = _first_cancelled(exc)
                     self._finish(ref, incarnation, Cancelled(first), from_above=True)
                     raise
+                cancelled, rest = exc.split(trio.Cancelled)
+                assert rest is not None
                 error = rest
             self._finish(ref, incarnation, Crashed(error), from_above=cancelled is not None)
             if cancelled is not None:
@@ -297,6 +298,19 @@ class Supervisor:
 
 def _times(n: int) -> str:
     return {1: "once", 2: "twice"}.get(n, f"{n} times")
+
+
+def _only_cancelled(exc: BaseException) -> bool:
+    """Whether a (nested) group holds nothing but ``trio.Cancelled``; allocates nothing.
+
+    ``BaseExceptionGroup.split`` copies the whole nested group, and a tree cancelled from
+    the root sees one such group per level: this check keeps teardown linear.
+    """
+    if isinstance(exc, trio.Cancelled):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_only_cancelled(inner) for inner in exc.exceptions)
+    return False
 
 
 def _first_cancelled(group: BaseExceptionGroup[BaseException]) -> str | None:
@@ -343,10 +357,11 @@ async def open_supervisor(
         reason = _gave_up_reason(supervisor) or Cancelled(cancel_reason_text(exc))
         raise
     except BaseExceptionGroup as group:
-        cancelled, rest = group.split(trio.Cancelled)
-        if rest is None:
+        if _only_cancelled(group):
             reason = _gave_up_reason(supervisor) or Cancelled(_first_cancelled(group))
             raise
+        cancelled, rest = group.split(trio.Cancelled)
+        assert rest is not None
         if len(rest.exceptions) == 1 and cancelled is None:
             error = rest.exceptions[0]
             reason = Crashed(error)

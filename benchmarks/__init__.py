@@ -1,0 +1,36 @@
+"""Benchmarks for ``supervisors``: each figure against a bare baseline measured in the same run.
+
+Run ``python -m benchmarks`` (full sizes; ``--check`` exits 1 if a target is missed) or
+``python -m benchmarks --quick`` (small sizes for CI, always exits 0). Each figure prints one
+JSON line (see :class:`Record`). The figures:
+
+- ``spawn_exit``: temporary actors spawned and exited per second under a supervisor, vs
+  ``nursery.start_soon`` of trivial tasks. Target: ratio of throughputs >= 0.5.
+- ``ask``: ``ask`` round trips per second, vs a memory-channel ping-pong. Target: >= 0.5.
+- ``teardown``: seconds to cancel a depth-4, fan-out-10 supervision tree (11,111 actors)
+  from its root until every actor's exit is recorded, vs a nested-nursery tree of the same
+  shape. Target: ratio of times <= 2.
+- ``vs_pykka``: actor lifecycles (start + one ask + stop) per second, vs pykka's
+  ``ThreadingActor``. Target: ratio of throughputs >= 5.
+
+Each figure is a function that takes its sizes, so a test can run it tiny. Timing lives
+here, never in a test.
+"""
+
+from ._ask import ask_round_trip as ask_round_trip
+from ._harness import Record as Record
+from ._harness import Target as Target
+from ._spawn_exit import spawn_exit as spawn_exit
+from ._teardown import tree_size as tree_size
+from ._teardown import tree_teardown as tree_teardown
+from ._vs_pykka import vs_pykka as vs_pykka
+
+__all__ = [
+    "Record",
+    "Target",
+    "ask_round_trip",
+    "spawn_exit",
+    "tree_size",
+    "tree_teardown",
+    "vs_pykka",
+]

@@ -1,0 +1,69 @@
+"""``python -m benchmarks [--quick | --check] [--only FIGURE ...]``: one JSON line per figure."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from ._ask import ask_round_trip
+from ._harness import Record
+from ._spawn_exit import spawn_exit
+from ._teardown import tree_teardown
+from ._vs_pykka import vs_pykka
+
+Figure = Callable[[], Record]
+
+# Full sizes, then quick ones (CI: the whole quick run takes a few seconds on 2 cores).
+FULL: dict[str, Figure] = {
+    "spawn_exit": lambda: spawn_exit(20_000, repeats=5),
+    "ask": lambda: ask_round_trip(50_000, repeats=5),
+    "teardown": lambda: tree_teardown(4, 10, repeats=3),
+    "vs_pykka": lambda: vs_pykka(10_000, pykka_n=1_000, repeats=3),
+}
+QUICK: dict[str, Figure] = {
+    "spawn_exit": lambda: spawn_exit(2_000, repeats=3),
+    "ask": lambda: ask_round_trip(5_000, repeats=3),
+    "teardown": lambda: tree_teardown(3, 10, repeats=3),
+    "vs_pykka": lambda: vs_pykka(1_000, pykka_n=50, repeats=3),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="Benchmark supervisors against bare trio (and pykka); one JSON line each.",
+    )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--quick",
+        action="store_true",
+        help="small sizes for CI; always exits 0 (shared machines are too noisy to gate on)",
+    )
+    mode.add_argument("--check", action="store_true", help="exit 1 if any figure misses its target")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=sorted(FULL),
+        metavar="FIGURE",
+        help=f"run only these figures (of {', '.join(FULL)})",
+    )
+    args = parser.parse_args(argv)
+
+    figures = QUICK if args.quick else FULL
+    missed = []
+    for name, figure in figures.items():
+        if args.only and name not in args.only:
+            continue
+        record = figure()
+        print(record.to_json(), flush=True)
+        if not record.met:
+            missed.append(name)
+    if args.check and missed:
+        print(f"targets missed: {', '.join(missed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""The benchmark figures run at tiny sizes and report well-formed records.
+
+Only the shape of each record is checked, never a timing: timings belong to
+``python -m benchmarks``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import replace
+
+import pytest
+
+from benchmarks import (
+    Record,
+    Target,
+    ask_round_trip,
+    spawn_exit,
+    tree_size,
+    tree_teardown,
+    vs_pykka,
+)
+from benchmarks.__main__ import FULL, QUICK, main
+
+FIELDS = {
+    "figure": str,
+    "unit": str,
+    "value": float,
+    "baseline": str,
+    "baseline_value": float,
+    "ratio": float,
+    "ratio_of": str,
+    "target": str,
+    "met": bool,
+    "n": int,
+    "baseline_n": int,
+    "repeats": int,
+}
+
+
+def check_record_json(line: str) -> dict[str, object]:
+    data = json.loads(line)
+    assert isinstance(data, dict)
+    assert list(data) == list(FIELDS)
+    for key, kind in FIELDS.items():
+        assert type(data[key]) is kind, (key, data[key])
+    assert data["ratio_of"] in ("throughput", "time")
+    assert data["target"].split(" ")[0] in (">=", "<=")
+    assert data["n"] > 0
+    assert data["baseline_n"] > 0
+    return data
+
+
+@pytest.mark.parametrize(
+    ("run", "figure", "ratio_of", "n"),
+    [
+        (lambda: spawn_exit(5, repeats=2), "spawn_exit", "throughput", 5),
+        (lambda: ask_round_trip(5, repeats=2), "ask", "throughput", 5),
+        (lambda: tree_teardown(2, 3, repeats=2), "teardown", "time", 13),
+        (lambda: vs_pykka(3, pykka_n=2, repeats=2), "vs_pykka", "throughput", 3),
+    ],
+    ids=["spawn_exit", "ask", "teardown", "vs_pykka"],
+)
+def test_figure_record_shape(run: Callable[[], Record], figure: str, ratio_of: str, n: int) -> None:
+    record = run()
+    assert record.figure == figure
+    assert record.ratio_of == ratio_of
+    assert record.n == n
+    assert record.repeats == 2
+    data = check_record_json(record.to_json())
+    assert data["figure"] == figure
+
+
+def test_tree_size() -> None:
+    assert tree_size(4, 10) == 11_111
+    assert tree_size(2, 3) == 13
+
+
+def test_target() -> None:
+    assert str(Target(">=", 0.5)) == ">= 0.5"
+    assert Target(">=", 0.5).met_by(0.5)
+    assert not Target(">=", 0.5).met_by(0.49)
+    assert Target("<=", 2.0).met_by(2.0)
+    assert not Target("<=", 2.0).met_by(2.01)
+    with pytest.raises(ValueError, match="threshold"):
+        Target(">=", 0.0)
+
+
+def test_cli_prints_one_line_per_figure(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tiny = {
+        "spawn_exit": lambda: spawn_exit(3, repeats=1),
+        "ask": lambda: ask_round_trip(3, repeats=1),
+        "teardown": lambda: tree_teardown(1, 2, repeats=1),
+        "vs_pykka": lambda: vs_pykka(2, pykka_n=1, repeats=1),
+    }
+    assert set(tiny) == set(FULL) == set(QUICK)
+    for name, figure in tiny.items():
+        monkeypatch.setitem(QUICK, name, figure)
+    assert main(["--quick"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [check_record_json(line)["figure"] for line in lines] == list(tiny)
+
+
+def test_cli_refuses_check_in_quick_mode(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--quick", "--check"])
+    assert exit_info.value.code == 2
+    assert "not allowed with" in capsys.readouterr().err
+
+
+def test_cli_check_exits_1_when_a_target_is_missed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    record = spawn_exit(3, repeats=1)
+    met, missed = replace(record, met=True), replace(record, met=False)
+    for name in FULL:
+        monkeypatch.setitem(FULL, name, lambda: met)
+    assert main(["--check"]) == 0
+    monkeypatch.setitem(FULL, "ask", lambda: missed)
+    assert main(["--check"]) == 1
+    assert main([]) == 0
+    assert "targets missed: ask" in capsys.readouterr().err
