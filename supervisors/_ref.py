@@ -176,6 +176,11 @@ class ActorRef(Generic[M]):
         node.state = "stopping"
         self._mailbox._close(self._describe)
         grace = self._grace if grace is None else grace
+        if not node.cancelled_explicitly:
+            # What the actor's descendants record if the grace period runs out.
+            node.cancel_reason = (
+                f"actor {node.actor_info().path!r} did not stop within its grace of {grace:g}s"
+            )
         if grace != math.inf:
             node.scope.deadline = min(node.scope.deadline, trio.current_time() + grace)
 

@@ -237,6 +237,7 @@ class Supervisor:
         error = RestartIntensityExceeded(message, supervisor=self.path, child=command.name)
         error.__cause__ = self._last_crash
         self.gave_up = error
+        self._node.cancel_reason = message
         self._node.scope.cancel(message)
 
     async def _run(self, ref: ActorRef[Any], fn: ActorFunction[Any], incarnation: int) -> None:
@@ -247,14 +248,15 @@ class Supervisor:
             with scope:
                 await fn(ref._mailbox)
         except trio.Cancelled as exc:
-            self._finish(ref, incarnation, Cancelled(cancel_reason_text(exc)), from_above=True)
+            reason_text = _reason_from_above(node, cancel_reason_text(exc))
+            self._finish(ref, incarnation, Cancelled(reason_text), from_above=True)
             raise
         except BaseException as exc:
             cancelled: BaseException | None = None
             error: BaseException = exc
             if isinstance(exc, BaseExceptionGroup):
                 if _only_cancelled(exc):  # cancelled from above, seen through a nursery
-                    first = _first_cancelled(exc)
+                    first = _reason_from_above(node, _first_cancelled(exc))
                     self._finish(ref, incarnation, Cancelled(first), from_above=True)
                     raise
                 cancelled, rest = exc.split(trio.Cancelled)
@@ -286,7 +288,10 @@ class Supervisor:
         if self._live.get(name) is ref:
             del self._live[name]
         now = trio.current_time()
-        if from_above and not self._cancel_seen:
+        # A child that finishes on its own (e.g. after a shielded cleanup) while this
+        # supervisor's scope, or one above it, is cancelled must not be restarted either.
+        cancelling = from_above or trio.current_effective_deadline() <= now
+        if cancelling and not self._cancel_seen:
             self._cancel_seen = True
             self._apply(CancelRequested(now))
         if isinstance(reason, Crashed):
@@ -311,6 +316,25 @@ def _only_cancelled(exc: BaseException) -> bool:
     if isinstance(exc, BaseExceptionGroup):
         return all(_only_cancelled(inner) for inner in exc.exceptions)
     return False
+
+
+def _reason_from_above(node: Node, fallback: str | None) -> str | None:
+    """Why ``node`` was cancelled from above: the reason of the nearest ancestor we cancelled.
+
+    ``exc.reason`` is not enough: when a scope inside the actor (a ``trio.sleep``, a
+    ``move_on_after``) hits its deadline at the moment an ancestor is cancelled, the
+    ``Cancelled`` that escapes carries the inner scope's "deadline expired". Ancestors whose
+    scope trio cancelled by itself (a nursery whose body raised) carry no reason of ours and
+    are passed over; ``fallback`` (trio's reason) is used when no ancestor has one.
+    """
+    parent = node.parent
+    while parent is not None:
+        if parent.scope.cancel_called and (
+            parent.cancelled_explicitly or parent.cancel_reason is not None
+        ):
+            return parent.cancel_reason
+        parent = parent.parent
+    return fallback
 
 
 def _first_cancelled(group: BaseExceptionGroup[BaseException]) -> str | None:
@@ -354,11 +378,13 @@ async def open_supervisor(
             supervisor = Supervisor(node, config, nursery)
             yield supervisor
     except trio.Cancelled as exc:
-        reason = _gave_up_reason(supervisor) or Cancelled(cancel_reason_text(exc))
+        first = _reason_from_above(node, cancel_reason_text(exc))
+        reason = _gave_up_reason(supervisor) or Cancelled(first)
         raise
     except BaseExceptionGroup as group:
         if _only_cancelled(group):
-            reason = _gave_up_reason(supervisor) or Cancelled(_first_cancelled(group))
+            first = _reason_from_above(node, _first_cancelled(group))
+            reason = _gave_up_reason(supervisor) or Cancelled(first)
             raise
         cancelled, rest = group.split(trio.Cancelled)
         assert rest is not None
