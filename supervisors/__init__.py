@@ -34,6 +34,7 @@ from ._exit import Normal as Normal
 from ._exit import Shutdown as Shutdown
 from ._mailbox import Mailbox as Mailbox
 from ._mailbox import MailboxStatistics as MailboxStatistics
+from ._mailbox import Monitor as Monitor
 from ._node import ActorInfo as ActorInfo
 from ._node import ActorSnapshot as ActorSnapshot
 from ._node import ExitRecord as ExitRecord
@@ -61,6 +62,7 @@ __all__ = [
     "MailboxClosed",
     "MailboxFull",
     "MailboxStatistics",
+    "Monitor",
     "Normal",
     "Reply",
     "ReplyAlreadySent",

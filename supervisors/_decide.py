@@ -151,10 +151,15 @@ class Terminate(NamedTuple):
 
 
 class GiveUp(NamedTuple):
-    """Restart intensity exceeded by ``name``: cancel everything and raise."""
+    """Restart intensity exceeded by ``name``: cancel everything and raise.
+
+    ``restarts`` is how many restarts (of any child) the window would hold with this one;
+    ``kind`` is how ``name`` exited.
+    """
 
     name: str
     restarts: int
+    kind: ExitKind = "crashed"
 
 
 Command: TypeAlias = Start | Terminate | GiveUp
@@ -232,7 +237,7 @@ def _exited(state: SupervisorState, event: Exited) -> tuple[SupervisorState, tup
             stopping=True,
             gave_up=True,
         )
-        return state, (GiveUp(event.name, len(window) + 1),)
+        return state, (GiveUp(event.name, len(window) + 1, event.kind),)
     state = state._replace(restarts=(*window, event.at))
 
     strategy = state.config.strategy

@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import trio
-from outcome import Error, Value
+from outcome import Error, Outcome, Value, capture
 
 from ._exceptions import MailboxClosed, MailboxFull
+from ._exit import ExitNotice
 
 if TYPE_CHECKING:
-    from ._exit import ExitNotice
+    from ._exit import ExitReason
     from ._ref import ActorRef
 
 M = TypeVar("M")
@@ -68,7 +69,7 @@ class Mailbox(Generic[M]):
             raise ValueError(f"mailbox capacity must be an int >= 0, not {capacity!r}")
         self._capacity = capacity
         self._data: deque[M] = deque()
-        self._notices: deque[M] | None = None  # made on the first notice
+        self._notices: deque[Outcome[M]] | None = None  # made on the first notice
         # Plain dicts keep insertion order and are cheaper than OrderedDict to make; an
         # actor's mailbox is made for every spawn, so this is on the hot path.
         self._receivers: dict[trio.lowlevel.Task, None] = {}
@@ -100,13 +101,37 @@ class Mailbox(Generic[M]):
             closed=self._closed,
         )
 
-    def monitor(self, target: ActorRef[Any], message: Callable[[ExitNotice], M]) -> None:
+    def monitor(self, target: ActorRef[Any], message: Callable[[ExitNotice], M]) -> Monitor:
         """Watch ``target``: when it exits, ``message(notice)`` arrives in this mailbox.
 
         The notice bypasses the capacity limit and is received before ordinary messages, so
         it is never refused or lost. If ``target`` has already exited, it arrives at once.
+        ``message`` runs when the notice is received, in the receiving actor: if it raises,
+        ``receive`` raises it there. The watch ends when either actor exits, or with
+        ``Monitor.cancel()``.
         """
-        target._monitor(lambda notice: self._put_notice(message(notice)))
+        key = object()
+        monitor = Monitor(target, self, key)
+        target_node = target._node
+        if target_node.exit_reason is not None:
+            self._put_notice(message, ExitNotice(target, target_node.exit_reason))
+            return monitor
+
+        def deliver(reason: ExitReason) -> None:
+            watcher = self._ref._node if self._ref is not None else None
+            if watcher is not None and watcher.watching is not None:
+                watcher.watching.pop(key, None)
+            self._put_notice(message, ExitNotice(target, reason))
+
+        if target_node.monitors is None:
+            target_node.monitors = {}
+        target_node.monitors[key] = deliver
+        watcher = self._ref._node if self._ref is not None else None
+        if watcher is not None:
+            if watcher.watching is None:
+                watcher.watching = {}
+            watcher.watching[key] = monitor.cancel
+        return monitor
 
     def __len__(self) -> int:
         return len(self._data) + (len(self._notices) if self._notices else 0)
@@ -120,7 +145,7 @@ class Mailbox(Generic[M]):
         """
         if self._notices:
             self._received += 1
-            return self._notices.popleft()
+            return self._notices.popleft().unwrap()
         if self._senders:
             task = next(iter(self._senders))
             message = self._senders.pop(task)
@@ -170,12 +195,15 @@ class Mailbox(Generic[M]):
     # -- sending (used by ActorRef) --------------------------------------------------------
 
     def _hand_to_receiver(self, message: M) -> bool:
+        return self._hand_outcome_to_receiver(Value(message))
+
+    def _hand_outcome_to_receiver(self, outcome: Outcome[M]) -> bool:
         if self._receivers:
             task = next(iter(self._receivers))
             del self._receivers[task]
             self._sent += 1
             self._received += 1
-            trio.lowlevel.reschedule(task, Value(message))
+            trio.lowlevel.reschedule(task, outcome)
             return True
         return False
 
@@ -188,6 +216,11 @@ class Mailbox(Generic[M]):
             self._data.append(message)
             self._sent += 1
             return
+        if self._capacity == 0:
+            raise MailboxFull(
+                f"{describe} is not waiting in receive and its mailbox has capacity 0 "
+                "(a rendezvous); use 'await ref.tell(...)' to wait for it"
+            )
         raise MailboxFull(
             f"the mailbox of {describe} is full ({self._capacity} messages); "
             "use 'await ref.tell(...)' to wait for room"
@@ -215,15 +248,16 @@ class Mailbox(Generic[M]):
 
         await trio.lowlevel.wait_task_rescheduled(abort_fn)
 
-    def _put_notice(self, message: M) -> None:
+    def _put_notice(self, message: Callable[[ExitNotice], M], notice: ExitNotice) -> None:
         """Deliver a notice (bypasses capacity); dropped only if the owner has exited."""
-        if self._closed and self._ref is not None and self._ref.exit_reason is not None:
+        if self._ref is not None and self._ref.exit_reason is not None:
             return
-        if self._hand_to_receiver(message):
+        outcome = capture(message, notice)  # an error in ``message`` raises in the receiver
+        if self._hand_outcome_to_receiver(outcome):
             return
         if self._notices is None:
             self._notices = deque()
-        self._notices.append(message)
+        self._notices.append(outcome)
         self._sent += 1
 
     def _close(self, describe: str) -> None:
@@ -239,3 +273,31 @@ class Mailbox(Generic[M]):
         for task in self._receivers:
             trio.lowlevel.reschedule(task, Error(trio.EndOfChannel()))
         self._receivers.clear()
+
+
+class Monitor:
+    """One mailbox watching one actor, from :meth:`Mailbox.monitor`.
+
+    It ends by itself when the notice is delivered or the watcher exits;
+    :meth:`cancel` ends it earlier (no notice arrives then). Idempotent.
+    """
+
+    __slots__ = ("_key", "_target", "_watcher")
+
+    def __init__(self, target: ActorRef[Any], watcher: Mailbox[Any], key: object) -> None:
+        self._target = target
+        self._watcher = watcher
+        self._key = key
+
+    @property
+    def active(self) -> bool:
+        monitors = self._target._node.monitors
+        return monitors is not None and self._key in monitors
+
+    def cancel(self) -> None:
+        monitors = self._target._node.monitors
+        if monitors is not None:
+            monitors.pop(self._key, None)
+        ref = self._watcher._ref
+        if ref is not None and ref._node.watching is not None:
+            ref._node.watching.pop(self._key, None)

@@ -143,6 +143,7 @@ class Node:
         "scope",
         "state",
         "tree",
+        "watching",
     )
 
     def __init__(
@@ -169,7 +170,10 @@ class Node:
         self.exit_event: trio.Event | None = None
         self.listeners: list[ExitListener] | None = None
         self.replies: set[Reply[Any]] | None = None
-        self.monitors: list[Callable[[ExitReason], None]] | None = None
+        self.monitors: dict[object, Callable[[ExitReason], None]] | None = None
+        """Who watches this node: key -> deliver(reason)."""
+        self.watching: dict[object, Callable[[], None]] | None = None
+        """What this node watches: key -> cancel that monitor (run when this node exits)."""
         self.cancel_reason: str | None = None
         self.cancelled_explicitly = False
         self.info: ActorInfo | None = None
@@ -210,21 +214,41 @@ class Node:
                 child.snapshot_into(out)
 
     def record_exit(self, reason: ExitReason) -> None:
-        """Set the one exit reason, then notify waiters, monitors and listeners."""
+        """Set the one exit reason and do the bookkeeping; runs no user callback.
+
+        Pending asks fail, ``wait_exit`` callers wake, the node leaves the live tree and its
+        own monitors of other actors end. :meth:`notify_exit` then tells monitors and
+        listeners, once the supervisor has also made its decision.
+        """
         assert self.exit_reason is None, f"{self.name!r} exited twice"
         self.exit_reason = reason
         self.state = "exited"
         if self.replies:
             for reply in list(self.replies):
                 reply._actor_exited(self.name, reason)
+            self.replies = None
         if self.exit_event is not None:
             self.exit_event.set()
-        if self.monitors:
-            for notify in self.monitors:
-                notify(reason)
+        if self.watching:
+            for cancel in list(self.watching.values()):
+                cancel()
         parent = self.parent
         if parent is not None and parent.children is not None:
             del parent.children[self.id]
+
+    def notify_exit(self) -> list[BaseException]:
+        """Deliver exit notices, then call exit listeners here and above, in that order.
+
+        Returns what listeners raised (each listener is still called): the caller decides
+        how to raise it without losing an exception that is already propagating.
+        """
+        reason = self.exit_reason
+        assert reason is not None
+        if self.monitors:
+            monitors, self.monitors = self.monitors, None
+            for notify in monitors.values():
+                notify(reason)
+        errors: list[BaseException] = []
         node: Node | None = self
         record: ExitRecord | None = None
         while node is not None:
@@ -232,8 +256,12 @@ class Node:
                 if record is None:
                     record = ExitRecord(self.actor_info(), reason, trio.current_time())
                 for listener in node.listeners:
-                    listener(record)
+                    try:
+                        listener(record)
+                    except Exception as exc:  # raised by the caller, after the bookkeeping
+                        errors.append(exc)
             node = node.parent
+        return errors
 
 
 current_node: ContextVar[Node | None] = ContextVar("supervisors.current_node", default=None)

@@ -10,7 +10,7 @@ import trio
 from outcome import Error, Outcome, Value
 
 from ._exceptions import ActorExited, MailboxFull, ReplyAlreadySent
-from ._exit import Crashed, ExitNotice, ExitReason
+from ._exit import Crashed, ExitReason
 from ._mailbox import Mailbox, MailboxStatistics
 from ._node import ActorInfo, Node
 
@@ -21,16 +21,19 @@ R = TypeVar("R")
 class Reply(Generic[R]):
     """The answer slot of one ``ask``. The actor resolves it once, with ``send`` or ``fail``.
 
-    If the actor exits before resolving it, the asker gets :class:`ActorExited`.
-    Concurrency: resolving is synchronous and never blocks; the first resolution wins and
-    later ones raise :class:`ReplyAlreadySent`.
+    If the actor responsible for it exits before resolving it, the asker gets
+    :class:`ActorExited`. An actor may pass the job on with :meth:`hand_off` (a router):
+    then the receiving actor is responsible. Concurrency: resolving is synchronous and never
+    blocks; the first resolution wins and later ones raise :class:`ReplyAlreadySent`.
     """
 
-    __slots__ = ("_outcome", "_task")
+    __slots__ = ("_exited", "_node", "_outcome", "_task")
 
     def __init__(self) -> None:
         self._outcome: Outcome[R] | None = None
         self._task: trio.lowlevel.Task | None = None
+        self._node: Node | None = None  # the actor responsible for answering
+        self._exited: str | None = None  # why it failed, if its actor exited first
 
     @property
     def resolved(self) -> bool:
@@ -44,9 +47,32 @@ class Reply(Generic[R]):
         """Make the ask raise ``exception`` in the asker."""
         self._resolve(Error(exception))
 
-    def _resolve(self, outcome: Outcome[R]) -> None:
+    def hand_off(self, to: ActorRef[Any]) -> None:
+        """Make actor ``to`` responsible for answering (forwarding the ask to it).
+
+        From now on the ask fails with :class:`ActorExited` if ``to`` exits without
+        answering, not if the current actor does.
+        """
+        self._check_unresolved()
+        if self._node is not None and self._node.replies is not None:
+            self._node.replies.discard(self)
+        node = to._node
+        self._node = node
+        if node.exit_reason is not None:
+            self._actor_exited(node.name, node.exit_reason)
+            return
+        if node.replies is None:
+            node.replies = set()
+        node.replies.add(self)
+
+    def _check_unresolved(self) -> None:
+        if self._exited is not None:
+            raise ReplyAlreadySent(f"this ask already failed: {self._exited}")
         if self._outcome is not None:
             raise ReplyAlreadySent("this ask was already answered; a Reply resolves once")
+
+    def _resolve(self, outcome: Outcome[R]) -> None:
+        self._check_unresolved()
         self._outcome = outcome
         if self._task is not None:
             task, self._task = self._task, None
@@ -54,10 +80,12 @@ class Reply(Generic[R]):
 
     def _actor_exited(self, name: str, reason: ExitReason) -> None:
         if self._outcome is None:
-            error = ActorExited(f"actor {name!r} exited before replying ({reason})", reason)
+            why = f"actor {name!r} exited before replying ({reason})"
+            error = ActorExited(why, reason)
             if isinstance(reason, Crashed):
                 error.__cause__ = reason.exception
             self._resolve(Error(error))
+            self._exited = why
 
     async def _wait(self) -> R:
         if self._outcome is None:
@@ -131,8 +159,8 @@ class ActorRef(Generic[M]):
         node = self._node
         if node.replies is None:
             node.replies = set()
-        replies = node.replies
-        replies.add(reply)
+        node.replies.add(reply)
+        reply._node = node
         mailbox = self._mailbox
         try:
             await trio.lowlevel.checkpoint_if_cancelled()
@@ -144,7 +172,9 @@ class ActorRef(Generic[M]):
             # No checkpoint between sending and waiting: waiting for the reply is one.
             return await reply._wait()
         finally:
-            replies.discard(reply)
+            responsible = reply._node
+            if responsible is not None and responsible.replies is not None:
+                responsible.replies.discard(reply)
 
     def statistics(self) -> MailboxStatistics:
         return self._mailbox.statistics()
@@ -156,7 +186,8 @@ class ActorRef(Generic[M]):
 
         If it has not exited after ``grace`` seconds (default: the grace given at spawn) it
         is cancelled. Its exit reason is ``Shutdown(forced=...)``, and its supervisor does
-        not restart it (as ``Supervisor.stop_child``). Idempotent.
+        not restart it (as ``Supervisor.stop_child``). Calling it again with a shorter
+        ``grace`` shortens the wait; otherwise it is idempotent.
         """
         if grace is not None and not grace >= 0:
             raise ValueError(f"grace must be a number of seconds >= 0, not {grace!r}")
@@ -171,11 +202,14 @@ class ActorRef(Generic[M]):
 
     def _stop(self, grace: float | None = None) -> None:
         node = self._node
-        if node.state != "running":
+        if node.exit_reason is not None:
             return
-        node.state = "stopping"
-        self._mailbox._close(self._describe)
-        grace = self._grace if grace is None else grace
+        if node.state == "running":
+            node.state = "stopping"
+            self._mailbox._close(self._describe)
+            grace = self._grace if grace is None else grace
+        elif grace is None:
+            return  # already stopping; an explicit grace may still shorten the wait
         if not node.cancelled_explicitly:
             # What the actor's descendants record if the grace period runs out.
             node.cancel_reason = (
@@ -204,12 +238,3 @@ class ActorRef(Generic[M]):
             await trio.lowlevel.checkpoint()
         assert node.exit_reason is not None
         return node.exit_reason
-
-    def _monitor(self, deliver: Callable[[ExitNotice], None]) -> None:
-        node = self._node
-        if node.exit_reason is not None:
-            deliver(ExitNotice(self, node.exit_reason))
-            return
-        if node.monitors is None:
-            node.monitors = []
-        node.monitors.append(lambda reason: deliver(ExitNotice(self, reason)))

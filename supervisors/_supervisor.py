@@ -6,7 +6,8 @@ out its commands on trio and turns each actor's way of ending into one exit reas
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -30,7 +31,7 @@ from ._decide import (
     Terminate,
     decide,
 )
-from ._exceptions import RestartIntensityExceeded
+from ._exceptions import RestartIntensityExceeded, SupervisorClosed
 from ._exit import Cancelled, Crashed, ExitReason, Normal, Shutdown
 from ._mailbox import Mailbox
 from ._node import ExitListener, Node, TreeSnapshot, current_node
@@ -130,19 +131,26 @@ class Supervisor:
             raise ValueError(
                 f"child name {name!r} must be a non-empty str without '/' or surrounding spaces"
             )
-        if capacity < 0 or isinstance(capacity, bool) or not isinstance(capacity, int):
+        if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 0:
             raise ValueError(f"capacity must be an int >= 0, not {capacity!r}")
         if not (grace >= 0):
             raise ValueError(f"grace must be a number of seconds >= 0, not {grace!r}")
-        previous = self._specs.get(name)
+        node = self._node
+        if node.exit_reason is not None or node.scope.cancel_called:
+            why = "has exited" if node.exit_reason is not None else "was cancelled"
+            raise SupervisorClosed(f"cannot spawn {name!r}: supervisor {self.path!r} {why}")
+        previous_spec = self._specs.get(name)
+        previous_state = self._state
         self._specs[name] = _ChildSpec(fn, capacity, grace)
         try:
             self._apply(Spawn(name, restart, trio.current_time()))
         except BaseException:
-            if previous is None:
+            # Nothing changed: the decision is undone along with the spec.
+            self._state = previous_state
+            if previous_spec is None:
                 del self._specs[name]
             else:
-                self._specs[name] = previous
+                self._specs[name] = previous_spec
             raise
         return self._live[name]
 
@@ -159,10 +167,15 @@ class Supervisor:
 
     def stop_child(self, name: str) -> None:
         """Stop child ``name`` gracefully and do not restart it. Idempotent."""
-        self._apply(StopChild(name, trio.current_time()))
+        self._stop_requested(name)
 
     def _stop_requested(self, name: str) -> None:
         self._apply(StopChild(name, trio.current_time()))
+        self._forget_if_gone(name)
+
+    def _forget_if_gone(self, name: str) -> None:
+        if name not in self._state.children:
+            self._specs.pop(name, None)  # no incarnation will be started again
 
     def shutdown(self) -> None:
         """Stop every child gracefully, all at once, and take no new children.
@@ -171,15 +184,23 @@ class Supervisor:
         they have all exited and its body has finished.
         """
         self._shutdown_requested = True
+        if self._node.state == "running":
+            self._node.state = "stopping"
         self._apply(ShutdownRequested(trio.current_time()))
 
     def cancel(self, reason: str | None = None) -> None:
         """Cancel the supervisor: every child and the ``async with`` body are cancelled."""
         node = self._node
+        if node.exit_reason is not None:
+            return
         if not node.scope.cancel_called:
             node.cancelled_explicitly = True
             node.cancel_reason = reason
+        node.state = "stopping"
         node.scope.cancel(reason)
+        if not self._cancel_seen:
+            self._cancel_seen = True
+            self._apply(CancelRequested(trio.current_time()))
 
     # -- introspection ---------------------------------------------------------------------
 
@@ -193,7 +214,9 @@ class Supervisor:
         """Call ``listener(record)`` for every exit under this supervisor, itself included.
 
         Records arrive in exit order, so children's arrive before their parent's. Listeners
-        run synchronously on the exiting task and must not raise or block.
+        run synchronously on the exiting task and must not block. If one raises, the others
+        still run and the error propagates from the exiting actor's task, so it crashes this
+        supervisor (together with any cancellation that was already under way).
         """
         if self._node.listeners is None:
             self._node.listeners = []
@@ -208,31 +231,48 @@ class Supervisor:
 
     def _execute(self, command: Command) -> None:
         if isinstance(command, Start):
-            spec = self._specs[command.name]
-            mailbox: Mailbox[Any] = Mailbox(spec.capacity)
-            node = Node(
-                name=command.name,
-                kind="actor",
-                parent=self._node,
-                mailbox=mailbox,
-                restarts=command.incarnation,
-            )
-            ref = ActorRef(node, mailbox, spec.grace)
-            node.owner = self
-            self._live[command.name] = ref
-            self._nursery.start_soon(self._run, ref, spec.fn, command.incarnation)
+            self._start(command.name, command.incarnation)
         elif isinstance(command, Terminate):
             self._live[command.name]._stop()
         elif isinstance(command, GiveUp):
             self._give_up(command)
 
+    def _start(self, name: str, incarnation: int) -> None:
+        spec = self._specs[name]
+        mailbox: Mailbox[Any] = Mailbox(spec.capacity)
+        node = Node(
+            name=name, kind="actor", parent=self._node, mailbox=mailbox, restarts=incarnation
+        )
+        ref = ActorRef(node, mailbox, spec.grace)
+        node.owner = self
+        # Like trio's start_soon: call the function now, so a plain function fails here.
+        coro = spec.fn(mailbox)
+        if not inspect.iscoroutine(coro):
+            del self._node.children[node.id]  # type: ignore[union-attr]
+            raise TypeError(
+                f"actor {name!r}: {spec.fn!r} returned {coro!r}, not a coroutine; an actor "
+                "is an 'async def' function taking a Mailbox"
+            )
+        try:
+            self._nursery.start_soon(self._run, ref, coro, incarnation)
+        except BaseException:
+            coro.close()
+            del self._node.children[node.id]  # type: ignore[union-attr]
+            raise
+        self._live[name] = ref
+
     def _give_up(self, command: GiveUp) -> None:
         config = self._state.config
+        how = {
+            "crashed": "crashed",
+            "normal": "exited",
+            "cancelled": "was cancelled",
+            "shutdown": "was shut down",
+        }[command.kind]
         message = (
-            f"supervisor {self.path!r} gave up: child {command.name!r} failed "
-            f"{_times(command.restarts)} within {config.period:g}s, and its intensity allows "
-            f"at most {config.intensity} restart{'' if config.intensity == 1 else 's'} "
-            "in that period"
+            f"supervisor {self.path!r} gave up: child {command.name!r} {how}, and restarting "
+            f"it would make {command.restarts} restarts within {config.period:g}s, more than "
+            f"its intensity of {config.intensity}"
         )
         error = RestartIntensityExceeded(message, supervisor=self.path, child=command.name)
         error.__cause__ = self._last_crash
@@ -240,33 +280,40 @@ class Supervisor:
         self._node.cancel_reason = message
         self._node.scope.cancel(message)
 
-    async def _run(self, ref: ActorRef[Any], fn: ActorFunction[Any], incarnation: int) -> None:
+    async def _run(
+        self, ref: ActorRef[Any], coro: Coroutine[Any, Any, None], incarnation: int
+    ) -> None:
         node = ref._node
         current_node.set(node)
         scope = node.scope
         try:
             with scope:
-                await fn(ref._mailbox)
+                await coro
         except trio.Cancelled as exc:
-            reason_text = _reason_from_above(node, cancel_reason_text(exc))
-            self._finish(ref, incarnation, Cancelled(reason_text), from_above=True)
-            raise
+            text = _reason_from_above(node, cancel_reason_text(exc))
+            errors = self._finish(ref, incarnation, Cancelled(text), cancelling=True)
+            _raise_with(exc, errors)
         except BaseException as exc:
             cancelled: BaseException | None = None
             error: BaseException = exc
             if isinstance(exc, BaseExceptionGroup):
                 if _only_cancelled(exc):  # cancelled from above, seen through a nursery
-                    first = _reason_from_above(node, _first_cancelled(exc))
-                    self._finish(ref, incarnation, Cancelled(first), from_above=True)
-                    raise
+                    text = _reason_from_above(node, _first_cancelled(exc))
+                    errors = self._finish(ref, incarnation, Cancelled(text), cancelling=True)
+                    _raise_with(exc, errors)
                 cancelled, rest = exc.split(trio.Cancelled)
                 assert rest is not None
                 error = rest
-            self._finish(ref, incarnation, Crashed(error), from_above=cancelled is not None)
+            # KeyboardInterrupt, SystemExit and the like end the program: nothing restarts.
+            fatal = not isinstance(error, Exception)
+            errors = self._finish(
+                ref, incarnation, Crashed(error), cancelling=fatal or cancelled is not None
+            )
+            if fatal:
+                _raise_with(exc, errors)
             if cancelled is not None:
-                raise cancelled from None
-            if not isinstance(exc, Exception):
-                raise
+                _raise_with(cancelled, errors)
+            _raise_with(None, errors)
             return
         if scope.cancel_called:
             reason: ExitReason = (
@@ -276,11 +323,12 @@ class Supervisor:
             reason = _SHUTDOWN
         else:
             reason = _NORMAL
-        self._finish(ref, incarnation, reason, from_above=False)
+        _raise_with(None, self._finish(ref, incarnation, reason, cancelling=False))
 
     def _finish(
-        self, ref: ActorRef[Any], incarnation: int, reason: ExitReason, *, from_above: bool
-    ) -> None:
+        self, ref: ActorRef[Any], incarnation: int, reason: ExitReason, *, cancelling: bool
+    ) -> list[BaseException]:
+        """Record the exit, let ``decide`` react, then notify; returns listener errors."""
         node = ref._node
         name = node.name
         ref._mailbox._close(ref._describe)
@@ -288,21 +336,27 @@ class Supervisor:
         if self._live.get(name) is ref:
             del self._live[name]
         now = trio.current_time()
-        # A child that finishes on its own (e.g. after a shielded cleanup) while this
-        # supervisor's scope, or one above it, is cancelled must not be restarted either.
-        cancelling = from_above or trio.current_effective_deadline() <= now
-        if cancelling and not self._cancel_seen:
-            self._cancel_seen = True
-            self._apply(CancelRequested(now))
-        if isinstance(reason, Crashed):
-            self._last_crash = reason.exception
+        # A child that ends on its own (say after a shielded cleanup) while this supervisor,
+        # or a scope above it, is cancelled must not be restarted either.
+        if cancelling or trio.current_effective_deadline() <= now:
+            if not self._cancel_seen:
+                self._cancel_seen = True
+                self._apply(CancelRequested(now))
+        self._last_crash = reason.exception if isinstance(reason, Crashed) else None
         self._apply(Exited(name, incarnation, reason.kind, now))
-        if name not in self._state.children:
-            del self._specs[name]  # no incarnation will be started again
+        self._forget_if_gone(name)
+        return node.notify_exit()
 
 
-def _times(n: int) -> str:
-    return {1: "once", 2: "twice"}.get(n, f"{n} times")
+def _raise_with(inflight: BaseException | None, errors: list[BaseException]) -> None:
+    """Raise ``inflight`` (if any) together with listener ``errors`` without losing either."""
+    if errors:
+        if inflight is None and len(errors) == 1:
+            raise errors[0]
+        group = [inflight, *errors] if inflight is not None else errors
+        raise BaseExceptionGroup("exit listeners raised", group)
+    if inflight is not None:
+        raise inflight
 
 
 def _only_cancelled(exc: BaseException) -> bool:
@@ -372,16 +426,19 @@ async def open_supervisor(
     token = current_node.set(node)
     supervisor: Supervisor | None = None
     reason: ExitReason | None = None
+    inflight: BaseException | None = None
     try:
         async with trio.open_nursery() as nursery:
             node.scope = nursery.cancel_scope
             supervisor = Supervisor(node, config, nursery)
             yield supervisor
     except trio.Cancelled as exc:
+        inflight = exc
         first = _reason_from_above(node, cancel_reason_text(exc))
         reason = _gave_up_reason(supervisor) or Cancelled(first)
         raise
     except BaseExceptionGroup as group:
+        inflight = group
         if _only_cancelled(group):
             first = _reason_from_above(node, _first_cancelled(group))
             reason = _gave_up_reason(supervisor) or Cancelled(first)
@@ -389,18 +446,22 @@ async def open_supervisor(
         cancelled, rest = group.split(trio.Cancelled)
         assert rest is not None
         if len(rest.exceptions) == 1 and cancelled is None:
-            error = rest.exceptions[0]
+            error = inflight = rest.exceptions[0]
             reason = Crashed(error)
             raise error from error.__cause__
-        reason = Crashed(rest)
+        # Cancelled from above at the same time: the group must travel on (it carries the
+        # Cancelled), but the recorded reason is the error itself, as in the plain case.
+        reason = Crashed(rest.exceptions[0] if len(rest.exceptions) == 1 else rest)
         raise
     except BaseException as exc:
+        inflight = exc
         reason = Crashed(exc)
         raise
     else:
         gave_up = _gave_up_reason(supervisor)
         if gave_up is not None:
             reason = gave_up
+            inflight = gave_up.exception
             raise gave_up.exception
         if node.cancelled_explicitly:
             reason = Cancelled(node.cancel_reason)
@@ -411,6 +472,9 @@ async def open_supervisor(
     finally:
         current_node.reset(token)
         node.record_exit(reason if reason is not None else Normal())
+        errors = node.notify_exit()
+        if errors:
+            _raise_with(inflight, errors)
 
 
 def _gave_up_reason(supervisor: Supervisor | None) -> Crashed | None:

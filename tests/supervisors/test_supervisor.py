@@ -299,8 +299,8 @@ async def test_giving_up_cancels_siblings_and_raises_with_the_crash_as_cause(
     assert isinstance(sibling, ActorRef)
     error = info.value
     assert str(error) == (
-        "supervisor 'root' gave up: child 'flaky' failed 3 times within 10s, "
-        "and its intensity allows at most 2 restarts in that period"
+        "supervisor 'root' gave up: child 'flaky' crashed, and restarting it would make "
+        "3 restarts within 10s, more than its intensity of 2"
     )
     assert (error.supervisor, error.child) == ("root", "flaky")
     assert isinstance(error.__cause__, RuntimeError)
