@@ -81,6 +81,7 @@ class Supervisor:
         self._live: dict[str, ActorRef[Any]] = {}
         self._auto_names = 0
         self._cancel_seen = False
+        self._cancel_text: str | None = None
         self._shutdown_requested = False
         self._last_crash: BaseException | None = None
         self.gave_up: RestartIntensityExceeded | None = None
@@ -283,6 +284,13 @@ class Supervisor:
     async def _run(
         self, ref: ActorRef[Any], coro: Coroutine[Any, Any, None], incarnation: int
     ) -> None:
+        """The task of one actor incarnation: run it, record its one exit reason.
+
+        A ``trio.Cancelled`` from above ends here, after it is recorded: the task is over,
+        and the supervisor's nursery meets the same cancellation at its own checkpoint. Passing
+        it on would only build an exception group holding every cancelled actor of the tree
+        (with tracebacks), which the cancelled scope then discards.
+        """
         node = ref._node
         current_node.set(node)
         scope = node.scope
@@ -292,7 +300,8 @@ class Supervisor:
         except trio.Cancelled as exc:
             text = _reason_from_above(node, cancel_reason_text(exc))
             errors = self._finish(ref, incarnation, Cancelled(text), cancelling=True)
-            _raise_with(exc, errors)
+            _raise_with(None, errors)
+            return  # see "Where a Cancelled stops" in docs/design.md
         except BaseException as exc:
             cancelled: BaseException | None = None
             error: BaseException = exc
@@ -300,7 +309,8 @@ class Supervisor:
                 if _only_cancelled(exc):  # cancelled from above, seen through a nursery
                     text = _reason_from_above(node, _first_cancelled(exc))
                     errors = self._finish(ref, incarnation, Cancelled(text), cancelling=True)
-                    _raise_with(exc, errors)
+                    _raise_with(None, errors)
+                    return
                 cancelled, rest = exc.split(trio.Cancelled)
                 assert rest is not None
                 error = rest
@@ -311,9 +321,7 @@ class Supervisor:
             )
             if fatal:
                 _raise_with(exc, errors)
-            if cancelled is not None:
-                _raise_with(cancelled, errors)
-            _raise_with(None, errors)
+            _raise_with(None, errors)  # a Cancelled part ends here too, as above
             return
         if scope.cancel_called:
             reason: ExitReason = (
@@ -341,6 +349,8 @@ class Supervisor:
         if cancelling or trio.current_effective_deadline() <= now:
             if not self._cancel_seen:
                 self._cancel_seen = True
+                if isinstance(reason, Cancelled):
+                    self._cancel_text = reason.reason
                 self._apply(CancelRequested(now))
         self._last_crash = reason.exception if isinstance(reason, Crashed) else None
         self._apply(Exited(name, incarnation, reason.kind, now))
@@ -363,12 +373,17 @@ def _only_cancelled(exc: BaseException) -> bool:
     """Whether a (nested) group holds nothing but ``trio.Cancelled``; allocates nothing.
 
     ``BaseExceptionGroup.split`` copies the whole nested group, and a tree cancelled from
-    the root sees one such group per level: this check keeps teardown linear.
+    the root sees one such group per level, each holding the groups of the level below: the
+    answer is remembered on each group, so every level only looks at its own members.
     """
-    if isinstance(exc, trio.Cancelled):
+    if type(exc) is trio.Cancelled:  # final class: cheaper than isinstance via its ABC meta
         return True
     if isinstance(exc, BaseExceptionGroup):
-        return all(_only_cancelled(inner) for inner in exc.exceptions)
+        known: bool | None = getattr(exc, "_supervisors_only_cancelled", None)
+        if known is None:
+            known = all(_only_cancelled(inner) for inner in exc.exceptions)
+            exc._supervisors_only_cancelled = known  # type: ignore[attr-defined]
+        return known
     return False
 
 
@@ -383,9 +398,10 @@ def _reason_from_above(node: Node, fallback: str | None) -> str | None:
     """
     parent = node.parent
     while parent is not None:
-        if parent.scope.cancel_called and (
+        # The flags first: ``cancel_called`` reads the clock, and most ancestors have neither.
+        if (
             parent.cancelled_explicitly or parent.cancel_reason is not None
-        ):
+        ) and parent.scope.cancel_called:
             return parent.cancel_reason
         parent = parent.parent
     return fallback
@@ -465,6 +481,15 @@ async def open_supervisor(
             raise gave_up.exception
         if node.cancelled_explicitly:
             reason = Cancelled(node.cancel_reason)
+        elif supervisor is not None and supervisor._cancel_seen:
+            # Cancelled from above. The children's tasks ended quietly (see Supervisor._run),
+            # so the nursery need not have raised: raise the cancellation once, here.
+            reason = Cancelled(_reason_from_above(node, supervisor._cancel_text))
+            try:
+                await trio.lowlevel.checkpoint_if_cancelled()
+            except trio.Cancelled as exc:
+                inflight = exc
+                raise
         elif supervisor is not None and supervisor._shutdown_requested:
             reason = Shutdown()
         else:
