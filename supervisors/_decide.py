@@ -222,8 +222,9 @@ def _exited(state: SupervisorState, event: Exited) -> tuple[SupervisorState, tup
             )
         else:
             children = children.delete(child.name)
-        group_stopping = state.group_stopping - (1 if child.in_group else 0)
-        state = state._replace(children=children, group_stopping=group_stopping)
+        if not child.in_group:  # stopped for good, not part of a group restart
+            return state.with_children(children), ()
+        state = state._replace(children=children, group_stopping=state.group_stopping - 1)
         return _maybe_finish_group(state)
 
     if not _wants_restart(child, event.kind):
