@@ -10,8 +10,10 @@ JSON line (see :class:`Record`). The figures:
 - ``teardown``: seconds to cancel a depth-4, fan-out-10 supervision tree (11,111 actors)
   from its root until every actor's exit is recorded, vs a nested-nursery tree of the same
   shape. Target: ratio of times <= 2.
-- ``vs_pykka``: actor lifecycles (start + one ask + stop) per second, vs pykka's
-  ``ThreadingActor``. Target: ratio of throughputs >= 5.
+- ``vs_pykka``: actor lifecycles (start + one ask + stop) per second, many at once, vs
+  pykka's ``ThreadingActor`` doing the same. Target: ratio of throughputs >= 5.
+- ``vs_pykka_sequential``: the same, one lifecycle after another (latency); informational,
+  no target (``"target"`` and ``"met"`` are ``null``).
 
 Each figure is a function that takes its sizes, so a test can run it tiny. Timing lives
 here, never in a test.
@@ -24,6 +26,7 @@ from ._spawn_exit import spawn_exit as spawn_exit
 from ._teardown import tree_size as tree_size
 from ._teardown import tree_teardown as tree_teardown
 from ._vs_pykka import vs_pykka as vs_pykka
+from ._vs_pykka import vs_pykka_sequential as vs_pykka_sequential
 
 __all__ = [
     "Record",
@@ -33,4 +36,5 @@ __all__ = [
     "tree_size",
     "tree_teardown",
     "vs_pykka",
+    "vs_pykka_sequential",
 ]

@@ -10,7 +10,7 @@ from ._ask import ask_round_trip
 from ._harness import Record
 from ._spawn_exit import spawn_exit
 from ._teardown import tree_teardown
-from ._vs_pykka import vs_pykka
+from ._vs_pykka import vs_pykka, vs_pykka_sequential
 
 Figure = Callable[[], Record]
 
@@ -20,12 +20,14 @@ FULL: dict[str, Figure] = {
     "ask": lambda: ask_round_trip(50_000, repeats=5),
     "teardown": lambda: tree_teardown(4, 10, repeats=3),
     "vs_pykka": lambda: vs_pykka(10_000, pykka_n=1_000, repeats=3),
+    "vs_pykka_sequential": lambda: vs_pykka_sequential(10_000, pykka_n=1_000, repeats=3),
 }
 QUICK: dict[str, Figure] = {
     "spawn_exit": lambda: spawn_exit(2_000, repeats=3),
     "ask": lambda: ask_round_trip(5_000, repeats=3),
     "teardown": lambda: tree_teardown(3, 10, repeats=3),
-    "vs_pykka": lambda: vs_pykka(1_000, pykka_n=50, repeats=3),
+    "vs_pykka": lambda: vs_pykka(1_000, pykka_n=100, repeats=3),
+    "vs_pykka_sequential": lambda: vs_pykka_sequential(1_000, pykka_n=50, repeats=3),
 }
 
 
@@ -57,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         record = figure()
         print(record.to_json(), flush=True)
-        if not record.met:
+        if record.met is False:
             missed.append(name)
     if args.check and missed:
         print(f"targets missed: {', '.join(missed)}", file=sys.stderr)

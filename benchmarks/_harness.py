@@ -62,8 +62,9 @@ class Record:
     ratio_of: RatioOf
     """``throughput``: value / baseline_value, higher is better. ``time``: value /
     baseline_value in seconds, lower is better."""
-    target: str
-    met: bool
+    target: str | None
+    """``None`` for an informational figure, which has no target."""
+    met: bool | None
     n: int
     """Operations per timed repetition of the candidate (``baseline_n`` for the baseline)."""
     baseline_n: int
@@ -116,7 +117,7 @@ def throughput_record(
     *,
     unit: str,
     baseline: str,
-    target: Target,
+    target: Target | None,
     n: int,
     baseline_n: int,
     repeats: int,
@@ -135,8 +136,8 @@ def throughput_record(
         baseline_value=baseline_value,
         ratio=ratio,
         ratio_of="throughput",
-        target=str(target),
-        met=target.met_by(ratio),
+        target=str(target) if target is not None else None,
+        met=target.met_by(ratio) if target is not None else None,
         n=n,
         baseline_n=baseline_n,
         repeats=repeats,

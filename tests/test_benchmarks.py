@@ -20,10 +20,11 @@ from benchmarks import (
     tree_size,
     tree_teardown,
     vs_pykka,
+    vs_pykka_sequential,
 )
 from benchmarks.__main__ import FULL, QUICK, main
 
-FIELDS = {
+FIELDS: dict[str, type | tuple[type, ...]] = {
     "figure": str,
     "unit": str,
     "value": float,
@@ -31,8 +32,8 @@ FIELDS = {
     "baseline_value": float,
     "ratio": float,
     "ratio_of": str,
-    "target": str,
-    "met": bool,
+    "target": (str, type(None)),
+    "met": (bool, type(None)),
     "n": int,
     "baseline_n": int,
     "repeats": int,
@@ -44,9 +45,14 @@ def check_record_json(line: str) -> dict[str, object]:
     assert isinstance(data, dict)
     assert list(data) == list(FIELDS)
     for key, kind in FIELDS.items():
-        assert type(data[key]) is kind, (key, data[key])
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        assert type(data[key]) in kinds, (key, data[key])
     assert data["ratio_of"] in ("throughput", "time")
-    assert data["target"].split(" ")[0] in (">=", "<=")
+    if data["target"] is None:  # an informational figure
+        assert data["met"] is None
+    else:
+        assert str(data["target"]).split(" ")[0] in (">=", "<=")
+        assert type(data["met"]) is bool
     assert data["n"] > 0
     assert data["baseline_n"] > 0
     return data
@@ -59,8 +65,14 @@ def check_record_json(line: str) -> dict[str, object]:
         (lambda: ask_round_trip(5, repeats=2), "ask", "throughput", 5),
         (lambda: tree_teardown(2, 3, repeats=2), "teardown", "time", 13),
         (lambda: vs_pykka(3, pykka_n=2, repeats=2), "vs_pykka", "throughput", 3),
+        (
+            lambda: vs_pykka_sequential(3, pykka_n=2, repeats=2),
+            "vs_pykka_sequential",
+            "throughput",
+            3,
+        ),
     ],
-    ids=["spawn_exit", "ask", "teardown", "vs_pykka"],
+    ids=["spawn_exit", "ask", "teardown", "vs_pykka", "vs_pykka_sequential"],
 )
 def test_figure_record_shape(run: Callable[[], Record], figure: str, ratio_of: str, n: int) -> None:
     record = run()
@@ -95,6 +107,7 @@ def test_cli_prints_one_line_per_figure(
         "ask": lambda: ask_round_trip(3, repeats=1),
         "teardown": lambda: tree_teardown(1, 2, repeats=1),
         "vs_pykka": lambda: vs_pykka(2, pykka_n=1, repeats=1),
+        "vs_pykka_sequential": lambda: vs_pykka_sequential(2, pykka_n=1, repeats=1),
     }
     assert set(tiny) == set(FULL) == set(QUICK)
     for name, figure in tiny.items():
@@ -119,6 +132,9 @@ def test_cli_check_exits_1_when_a_target_is_missed(
     for name in FULL:
         monkeypatch.setitem(FULL, name, lambda: met)
     assert main(["--check"]) == 0
+    informational = replace(record, target=None, met=None)
+    monkeypatch.setitem(FULL, "vs_pykka_sequential", lambda: informational)
+    assert main(["--check"]) == 0  # no target, nothing to miss
     monkeypatch.setitem(FULL, "ask", lambda: missed)
     assert main(["--check"]) == 1
     assert main([]) == 0
