@@ -19,14 +19,14 @@ FULL: dict[str, Figure] = {
     "spawn_exit": lambda: spawn_exit(20_000, repeats=5),
     "ask": lambda: ask_round_trip(50_000, repeats=5),
     "teardown": lambda: tree_teardown(4, 10, repeats=3),
-    "vs_pykka": lambda: vs_pykka(10_000, pykka_n=1_000, repeats=3),
+    "vs_pykka": lambda: vs_pykka(1_000, pykka_n=1_000, repeats=5),
     "vs_pykka_sequential": lambda: vs_pykka_sequential(10_000, pykka_n=1_000, repeats=3),
 }
 QUICK: dict[str, Figure] = {
     "spawn_exit": lambda: spawn_exit(2_000, repeats=3),
     "ask": lambda: ask_round_trip(5_000, repeats=3),
     "teardown": lambda: tree_teardown(3, 10, repeats=3),
-    "vs_pykka": lambda: vs_pykka(1_000, pykka_n=100, repeats=3),
+    "vs_pykka": lambda: vs_pykka(200, pykka_n=200, repeats=3),
     "vs_pykka_sequential": lambda: vs_pykka_sequential(1_000, pykka_n=50, repeats=3),
 }
 

@@ -8,7 +8,6 @@ views are :class:`ActorInfo`, :class:`ActorSnapshot`, :class:`TreeSnapshot` and
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
@@ -264,4 +263,34 @@ class Node:
         return errors
 
 
-current_node: ContextVar[Node | None] = ContextVar("supervisors.current_node", default=None)
+# Which node a task is running: the actor's own task, or the task running a supervisor's
+# body. A plain dict keyed by task rather than a ContextVar: setting a ContextVar in every
+# actor task allocates two objects per actor that the garbage collector must then traverse.
+_task_nodes: dict[trio.lowlevel.Task, Node] = {}
+
+
+def current_node() -> Node | None:
+    """The node of the current task, or of the nearest ancestor task that has one."""
+    task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
+    while task is not None:
+        node = _task_nodes.get(task)
+        if node is not None:
+            return node
+        nursery = task.parent_nursery
+        task = nursery.parent_task if nursery is not None else None
+    return None
+
+
+def enter_task(node: Node | None) -> Node | None:
+    """Make ``node`` the current task's node; return the previous one (for ``exit_task``)."""
+    task = trio.lowlevel.current_task()
+    previous = _task_nodes.get(task)
+    if node is None:
+        _task_nodes.pop(task, None)
+    else:
+        _task_nodes[task] = node
+    return previous
+
+
+def exit_task(previous: Node | None) -> None:
+    enter_task(previous)

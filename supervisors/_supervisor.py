@@ -34,7 +34,7 @@ from ._decide import (
 from ._exceptions import RestartIntensityExceeded, SupervisorClosed
 from ._exit import Cancelled, Crashed, ExitReason, Normal, Shutdown
 from ._mailbox import Mailbox
-from ._node import ExitListener, Node, TreeSnapshot, current_node
+from ._node import ExitListener, Node, TreeSnapshot, current_node, enter_task, exit_task
 from ._ref import ActorRef
 
 M = TypeVar("M")
@@ -292,7 +292,7 @@ class Supervisor:
         (with tracebacks), which the cancelled scope then discards.
         """
         node = ref._node
-        current_node.set(node)
+        enter_task(node)
         scope = node.scope
         try:
             with scope:
@@ -336,7 +336,11 @@ class Supervisor:
     def _finish(
         self, ref: ActorRef[Any], incarnation: int, reason: ExitReason, *, cancelling: bool
     ) -> list[BaseException]:
-        """Record the exit, let ``decide`` react, then notify; returns listener errors."""
+        """Record the exit, let ``decide`` react, then notify; returns listener errors.
+
+        Called exactly once per incarnation, on its own task, whichever way it ended.
+        """
+        exit_task(None)
         node = ref._node
         name = node.name
         ref._mailbox._close(ref._describe)
@@ -438,8 +442,8 @@ async def open_supervisor(
         raise ValueError(
             f"supervisor name {name!r} must be a non-empty str without '/' or surrounding spaces"
         )
-    node = Node(name=name, kind="supervisor", parent=current_node.get())
-    token = current_node.set(node)
+    node = Node(name=name, kind="supervisor", parent=current_node())
+    previous_node = enter_task(node)
     supervisor: Supervisor | None = None
     reason: ExitReason | None = None
     inflight: BaseException | None = None
@@ -495,7 +499,7 @@ async def open_supervisor(
         else:
             reason = Normal()
     finally:
-        current_node.reset(token)
+        exit_task(previous_node)
         node.record_exit(reason if reason is not None else Normal())
         errors = node.notify_exit()
         if errors:

@@ -309,3 +309,21 @@ async def test_cancelled_without_a_reason_records_none() -> None:
         ref.cancel()
         assert await ref.wait_exit() == Cancelled(None)
         sup.cancel()
+
+
+async def test_no_task_bookkeeping_outlives_the_tree() -> None:
+    from supervisors._node import _task_nodes
+
+    async def owner(mailbox: Mailbox[object]) -> None:
+        async with open_supervisor(name="inner") as inner:
+            inner.spawn(idle, name="leaf")
+            await trio.sleep_forever()
+
+    before = dict(_task_nodes)
+    async with open_supervisor(name="root") as sup:
+        sup.spawn(owner, name="owner")
+        sup.spawn(idle, name="other", restart="temporary").stop()
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(_task_nodes) == len(before) + 3  # root's body, owner (as inner's body), leaf
+        sup.cancel()
+    assert _task_nodes == before
