@@ -40,6 +40,21 @@ STRATEGIES: tuple[Strategy, ...] = ("one_for_one", "one_for_all", "rest_for_one"
 RESTARTS: tuple[Restart, ...] = ("permanent", "transient", "temporary")
 
 
+# Named tuples are fast to make, which matters on the spawn/exit hot path, but two of them
+# with equal fields would compare equal as plain tuples: ``ShutdownRequested(1.0) ==
+# CancelRequested(1.0)``. Events, commands and states compare by type as well.
+def _typed_eq(self: tuple[Any, ...], other: object) -> bool:
+    return type(self) is type(other) and tuple.__eq__(self, other)
+
+
+def _typed_ne(self: tuple[Any, ...], other: object) -> bool:
+    return not _typed_eq(self, other)
+
+
+def _typed_hash(self: tuple[Any, ...]) -> int:
+    return hash((type(self), tuple.__hash__(self)))
+
+
 @dataclass(frozen=True, slots=True)
 class SupervisorConfig:
     """How a supervisor reacts to failures. Validated on construction."""
@@ -163,6 +178,25 @@ class GiveUp(NamedTuple):
 
 
 Command: TypeAlias = Start | Terminate | GiveUp
+
+
+for _cls in (
+    ChildState,
+    SupervisorState,
+    Spawn,
+    Exited,
+    StopChild,
+    ShutdownRequested,
+    CancelRequested,
+    Start,
+    Terminate,
+    GiveUp,
+):
+    # method-assign: deliberate, see _typed_eq; the signatures match tuple's.
+    _cls.__eq__ = _typed_eq  # type: ignore[method-assign]
+    _cls.__ne__ = _typed_ne  # type: ignore[assignment,method-assign]
+    _cls.__hash__ = _typed_hash  # type: ignore[method-assign]
+del _cls
 
 
 def decide(state: SupervisorState, event: Event) -> tuple[SupervisorState, tuple[Command, ...]]:
