@@ -68,7 +68,11 @@ class SupervisorConfig:
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {self.strategy!r}; use one of {STRATEGIES}")
-        if not isinstance(self.intensity, int) or self.intensity < 0:
+        if (
+            not isinstance(self.intensity, int)
+            or isinstance(self.intensity, bool)
+            or self.intensity < 0
+        ):
             raise ValueError(f"intensity must be an int >= 0, not {self.intensity!r}")
         if not (self.period > 0) or math.isinf(self.period):
             raise ValueError(f"period must be a finite number of seconds > 0, not {self.period!r}")
@@ -267,7 +271,7 @@ def _exited(state: SupervisorState, event: Exited) -> tuple[SupervisorState, tup
     window = tuple(t for t in state.restarts if t > event.at - state.config.period)
     if len(window) >= state.config.intensity:
         state = state._replace(
-            children=state.children.delete(event.name),
+            children=_without_awaiting(state.children.delete(event.name)),
             restarts=window,
             stopping=True,
             gave_up=True,
@@ -364,8 +368,12 @@ def _shutdown(state: SupervisorState, _: object) -> tuple[SupervisorState, tuple
 def _cancel(state: SupervisorState, _: object) -> tuple[SupervisorState, tuple[Command, ...]]:
     if state.stopping:
         return state, ()
-    children = Map({n: c for n, c in state.children.items() if c.status != "awaiting_restart"})
-    return state._replace(children=children, stopping=True), ()
+    return state._replace(children=_without_awaiting(state.children), stopping=True), ()
+
+
+def _without_awaiting(children: Map[str, ChildState]) -> Map[str, ChildState]:
+    """Children with those waiting for a group restart dropped: nothing will start them."""
+    return Map({n: c for n, c in children.items() if c.status != "awaiting_restart"})
 
 
 _HANDLERS: dict[type, Callable[[SupervisorState, Any], tuple[SupervisorState, tuple[Command, ...]]]]
