@@ -18,28 +18,17 @@ throughputs.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from functools import partial
 
 import pykka
 import trio
 
-from supervisors import ActorRef, Mailbox, Reply, Shutdown, open_supervisor
+from supervisors import ActorRef, Shutdown, open_supervisor
 
+from ._ask import Ping, _echo
 from ._harness import Record, Target, best_of, throughput_record
 
 TARGET = Target(">=", 5.0)
-
-
-@dataclass(frozen=True, slots=True)
-class Ping:
-    value: int
-    reply: Reply[int]
-
-
-async def _echo(mailbox: Mailbox[Ping]) -> None:
-    async for message in mailbox:
-        message.reply.send(message.value)
 
 
 class _PykkaEcho(pykka.ThreadingActor):
