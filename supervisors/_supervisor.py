@@ -14,6 +14,13 @@ from typing import Any, Generic, TypeVar
 
 import trio
 
+from ._cancellation import (
+    cancel_reason_text,
+    first_cancelled,
+    only_cancelled,
+    raise_with,
+    reason_from_above,
+)
 from ._decide import (
     CancelRequested,
     Command,
@@ -40,18 +47,6 @@ from ._ref import ActorRef
 M = TypeVar("M")
 
 ActorFunction = Callable[[Mailbox[M]], Awaitable[None]]
-
-_SOURCES = {
-    "deadline": "deadline expired",
-    "nursery": "a sibling task raised",
-    "explicit": "cancelled explicitly",
-    "KeyboardInterrupt": "KeyboardInterrupt",
-}
-
-
-def cancel_reason_text(exc: trio.Cancelled) -> str:
-    """The reason recorded for an actor cancelled from above: the scope's reason, or why."""
-    return exc.reason or _SOURCES.get(exc.source, exc.source)
 
 
 _NORMAL = Normal()
@@ -298,18 +293,18 @@ class Supervisor:
             with scope:
                 await coro
         except trio.Cancelled as exc:
-            text = _reason_from_above(node, cancel_reason_text(exc))
+            text = reason_from_above(node, cancel_reason_text(exc))
             errors = self._finish(ref, incarnation, Cancelled(text), cancelling=True)
-            _raise_with(None, errors)
+            raise_with(None, errors)
             return  # see "Where a Cancelled stops" in docs/design.md
         except BaseException as exc:
             cancelled: BaseException | None = None
             error: BaseException = exc
             if isinstance(exc, BaseExceptionGroup):
-                if _only_cancelled(exc):  # cancelled from above, seen through a nursery
-                    text = _reason_from_above(node, _first_cancelled(exc))
+                if only_cancelled(exc):  # cancelled from above, seen through a nursery
+                    text = reason_from_above(node, first_cancelled(exc))
                     errors = self._finish(ref, incarnation, Cancelled(text), cancelling=True)
-                    _raise_with(None, errors)
+                    raise_with(None, errors)
                     return
                 cancelled, rest = exc.split(trio.Cancelled)
                 assert rest is not None
@@ -320,8 +315,8 @@ class Supervisor:
                 ref, incarnation, Crashed(error), cancelling=fatal or cancelled is not None
             )
             if fatal:
-                _raise_with(exc, errors)
-            _raise_with(None, errors)  # a Cancelled part ends here too, as above
+                raise_with(exc, errors)
+            raise_with(None, errors)  # a Cancelled part ends here too, as above
             return
         if scope.cancel_called:
             reason: ExitReason = (
@@ -331,7 +326,7 @@ class Supervisor:
             reason = _SHUTDOWN
         else:
             reason = _NORMAL
-        _raise_with(None, self._finish(ref, incarnation, reason, cancelling=False))
+        raise_with(None, self._finish(ref, incarnation, reason, cancelling=False))
 
     def _finish(
         self, ref: ActorRef[Any], incarnation: int, reason: ExitReason, *, cancelling: bool
@@ -360,64 +355,6 @@ class Supervisor:
         self._apply(Exited(name, incarnation, reason.kind, now))
         self._forget_if_gone(name)
         return node.notify_exit()
-
-
-def _raise_with(inflight: BaseException | None, errors: list[BaseException]) -> None:
-    """Raise ``inflight`` (if any) together with listener ``errors`` without losing either."""
-    if errors:
-        if inflight is None and len(errors) == 1:
-            raise errors[0]
-        group = [inflight, *errors] if inflight is not None else errors
-        raise BaseExceptionGroup("exit listeners raised", group)
-    if inflight is not None:
-        raise inflight
-
-
-def _only_cancelled(exc: BaseException) -> bool:
-    """Whether a (nested) group holds nothing but ``trio.Cancelled``; allocates nothing.
-
-    ``BaseExceptionGroup.split`` copies the whole nested group, and a tree cancelled from
-    the root sees one such group per level, each holding the groups of the level below: the
-    answer is remembered on each group, so every level only looks at its own members.
-    """
-    if type(exc) is trio.Cancelled:  # final class: cheaper than isinstance via its ABC meta
-        return True
-    if isinstance(exc, BaseExceptionGroup):
-        known: bool | None = getattr(exc, "_supervisors_only_cancelled", None)
-        if known is None:
-            known = all(_only_cancelled(inner) for inner in exc.exceptions)
-            exc._supervisors_only_cancelled = known  # type: ignore[attr-defined]
-        return known
-    return False
-
-
-def _reason_from_above(node: Node, fallback: str | None) -> str | None:
-    """Why ``node`` was cancelled from above: the reason of the nearest ancestor we cancelled.
-
-    ``exc.reason`` is not enough: when a scope inside the actor (a ``trio.sleep``, a
-    ``move_on_after``) hits its deadline at the moment an ancestor is cancelled, the
-    ``Cancelled`` that escapes carries the inner scope's "deadline expired". Ancestors whose
-    scope trio cancelled by itself (a nursery whose body raised) carry no reason of ours and
-    are passed over; ``fallback`` (trio's reason) is used when no ancestor has one.
-    """
-    parent = node.parent
-    while parent is not None:
-        # The flags first: ``cancel_called`` reads the clock, and most ancestors have neither.
-        if (
-            parent.cancelled_explicitly or parent.cancel_reason is not None
-        ) and parent.scope.cancel_called:
-            return parent.cancel_reason
-        parent = parent.parent
-    return fallback
-
-
-def _first_cancelled(group: BaseExceptionGroup[BaseException]) -> str | None:
-    for exc in group.exceptions:
-        if isinstance(exc, trio.Cancelled):
-            return cancel_reason_text(exc)
-        if isinstance(exc, BaseExceptionGroup):
-            return _first_cancelled(exc)
-    return None
 
 
 @asynccontextmanager
@@ -454,13 +391,13 @@ async def open_supervisor(
             yield supervisor
     except trio.Cancelled as exc:
         inflight = exc
-        first = _reason_from_above(node, cancel_reason_text(exc))
+        first = reason_from_above(node, cancel_reason_text(exc))
         reason = _gave_up_reason(supervisor) or Cancelled(first)
         raise
     except BaseExceptionGroup as group:
         inflight = group
-        if _only_cancelled(group):
-            first = _reason_from_above(node, _first_cancelled(group))
+        if only_cancelled(group):
+            first = reason_from_above(node, first_cancelled(group))
             reason = _gave_up_reason(supervisor) or Cancelled(first)
             raise
         cancelled, rest = group.split(trio.Cancelled)
@@ -488,7 +425,7 @@ async def open_supervisor(
         elif supervisor is not None and supervisor._cancel_seen:
             # Cancelled from above. The children's tasks ended quietly (see Supervisor._run),
             # so the nursery need not have raised: raise the cancellation once, here.
-            reason = Cancelled(_reason_from_above(node, supervisor._cancel_text))
+            reason = Cancelled(reason_from_above(node, supervisor._cancel_text))
             try:
                 await trio.lowlevel.checkpoint_if_cancelled()
             except trio.Cancelled as exc:
@@ -503,7 +440,7 @@ async def open_supervisor(
         node.record_exit(reason if reason is not None else Normal())
         errors = node.notify_exit()
         if errors:
-            _raise_with(inflight, errors)
+            raise_with(inflight, errors)
 
 
 def _gave_up_reason(supervisor: Supervisor | None) -> Crashed | None:
