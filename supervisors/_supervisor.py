@@ -425,12 +425,14 @@ async def open_supervisor(
         elif supervisor is not None and supervisor._cancel_seen:
             # Cancelled from above. The children's tasks ended quietly (see Supervisor._run),
             # so the nursery need not have raised: raise the cancellation once, here.
-            reason = Cancelled(reason_from_above(node, supervisor._cancel_text))
             try:
                 await trio.lowlevel.checkpoint_if_cancelled()
             except trio.Cancelled as exc:
                 inflight = exc
+                fallback = supervisor._cancel_text or cancel_reason_text(exc)
+                reason = Cancelled(reason_from_above(node, fallback))
                 raise
+            reason = Normal()  # not cancelled after all (a shield above this block)
         elif supervisor is not None and supervisor._shutdown_requested:
             reason = Shutdown()
         else:
