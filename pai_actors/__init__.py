@@ -1,9 +1,75 @@
 """pai_actors: an actor-model runtime on trio for LLM agent tools that suspend and resume.
 
-The tool runtime (``define_tool``, pending actions, agents) is built on :mod:`supervisors`;
-this release ships the supervision foundation and the ``pai-actors`` command.
+This release has the tool *definitions*: :func:`define_tool` checks a tool at construction
+and returns an immutable :class:`ToolDefinition`; schemas are pydantic models, types pydantic
+accepts, or raw JSON Schemas (:func:`json_schema`); :func:`to_json_value` normalises outputs
+to lossless JSON; :func:`capability` makes capability tokens. The runtime that executes tools
+(agents, pending actions, stores) is not here yet. It will be built on :mod:`supervisors`,
+the generic actor and supervision package that ships beside this one, with the
+``pai-actors`` command.
+
+Errors derive from :class:`PaiError` (the hierarchy is drawn in ``pai_actors._errors``).
 """
+
+from ._capability import Capability as Capability
+from ._capability import capability as capability
+from ._define_tool import define_tool as define_tool
+from ._errors import DefinitionError as DefinitionError
+from ._errors import OutputNotJSON as OutputNotJSON
+from ._errors import PaiError as PaiError
+from ._errors import SchemaError as SchemaError
+from ._errors import ToolDefinitionError as ToolDefinitionError
+from ._errors import ValidationFailed as ValidationFailed
+from ._errors import ValidationIssue as ValidationIssue
+from ._json import MAX_SAFE_INTEGER as MAX_SAFE_INTEGER
+from ._json import JsonValue as JsonValue
+from ._json import to_json_value as to_json_value
+from ._schema import json_schema as json_schema
+from ._tool import ChildToolInfo as ChildToolInfo
+from ._tool import DescriptionContext as DescriptionContext
+from ._tool import SuspendPoint as SuspendPoint
+from ._tool import ToolConfig as ToolConfig
+from ._tool import ToolDefinition as ToolDefinition
+from ._tool import ToolWireSpec as ToolWireSpec
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = [
+    "MAX_SAFE_INTEGER",
+    "Capability",
+    "ChildToolInfo",
+    "DefinitionError",
+    "DescriptionContext",
+    "JsonValue",
+    "OutputNotJSON",
+    "PaiError",
+    "SchemaError",
+    "SuspendPoint",
+    "ToolConfig",
+    "ToolDefinition",
+    "ToolDefinitionError",
+    "ToolWireSpec",
+    "ValidationFailed",
+    "ValidationIssue",
+    "__version__",
+    "capability",
+    "define_tool",
+    "json_schema",
+    "to_json_value",
+]
+
+
+def _fix_module_names() -> None:
+    # Tracebacks and reprs read ``pai_actors.ToolDefinitionError``, not
+    # ``pai_actors._errors.ToolDefinitionError``.
+    for name in __all__:
+        obj = globals()[name]
+        if getattr(obj, "__module__", "").startswith(f"{__name__}._"):
+            try:
+                obj.__module__ = __name__
+            except (AttributeError, TypeError):  # type aliases and builtins refuse it
+                pass
+
+
+_fix_module_names()
+del _fix_module_names

@@ -1,0 +1,105 @@
+"""The exceptions of :mod:`pai_actors`.
+
+Every exception this package raises to the application derives from one root::
+
+    PaiError
+    ├── DefinitionError          a definition was built wrongly; raised at construction
+    │   └── ToolDefinitionError  define_tool misuse, naming the tool and the argument
+    ├── SchemaError              a schema that cannot be used (not a type pydantic knows, an
+    │                            invalid raw JSON Schema, no JSON Schema can be generated)
+    ├── ValidationFailed         a value does not match its schema; ``errors`` lists each problem
+    └── OutputNotJSON            a value that does not round-trip through JSON losslessly
+
+Planned for later slices (not defined yet), under the same root: ``ToolInvocationError`` (a
+nested child call failed or could not run), ``FileNotFound`` (a missing file, or one of
+another scope) and ``MigrationRequired`` (an unfinished stored call whose tool name is no
+longer registered).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TypeAlias
+
+Loc: TypeAlias = tuple[str | int, ...]
+"""Where a problem is inside a value: object keys and array indexes, outermost first."""
+
+
+def format_path(what: str, loc: Loc) -> str:
+    """``format_path("output", ("items", 2)) == "output['items'][2]"``."""
+    return what + "".join(f"[{part!r}]" for part in loc)
+
+
+class PaiError(Exception):
+    """Root of every error raised by :mod:`pai_actors`."""
+
+
+class DefinitionError(PaiError):
+    """A definition (a tool, a capability token) was built wrongly.
+
+    Raised at construction, by the function that builds the definition, so that misuse
+    surfaces where it was written rather than when a model first calls the tool.
+    """
+
+
+class ToolDefinitionError(DefinitionError):
+    """``define_tool`` was called with arguments that cannot make a tool.
+
+    The message names the tool (once its id is known) and the offending argument. When a
+    schema argument is the problem, the :class:`SchemaError` is the ``__cause__``.
+    """
+
+
+class SchemaError(PaiError):
+    """A schema object cannot be used.
+
+    It is not a pydantic model or a type pydantic's ``TypeAdapter`` accepts, pydantic cannot
+    generate a JSON Schema for it, or a raw JSON Schema given to ``json_schema`` is not a
+    valid draft 2020-12 schema.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationIssue:
+    """One reason a value failed its schema.
+
+    ``loc`` locates the offending part (object keys and array indexes, outermost first; empty
+    for the value itself), ``message`` says what was expected, and ``kind`` is the validator's
+    code for the problem (pydantic's error type such as ``"int_parsing"``, the JSON Schema
+    keyword such as ``"required"``, or ``"not_json"``).
+    """
+
+    loc: Loc
+    message: str
+    kind: str
+
+
+class ValidationFailed(PaiError):
+    """A value does not match its schema.
+
+    ``errors`` holds one :class:`ValidationIssue` per problem; the message lists them, one
+    per line, each prefixed with its location (``input['items'][2]: ...``), so it can be shown
+    to a model or a person as it is.
+    """
+
+    def __init__(self, what: str, errors: tuple[ValidationIssue, ...]) -> None:
+        count = f"{len(errors)} error" + ("" if len(errors) == 1 else "s")
+        lines = [f"{what} does not match its schema ({count}):"]
+        lines += [f"  {format_path(what, e.loc)}: {e.message}" for e in errors]
+        super().__init__("\n".join(lines))
+        self.what = what
+        self.errors = errors
+
+
+class OutputNotJSON(PaiError):
+    """A value cannot round-trip through JSON without loss.
+
+    ``path`` names the offending part as Python would index it (``output['items'][2]``),
+    ``loc`` is the same location as a tuple, and ``reason`` is the message without the path.
+    """
+
+    def __init__(self, what: str, loc: Loc, reason: str) -> None:
+        self.path = format_path(what, loc)
+        super().__init__(f"{self.path} {reason}")
+        self.loc = loc
+        self.reason = reason
