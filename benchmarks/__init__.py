@@ -6,6 +6,8 @@ JSON line (see :class:`Record`). The figures:
 
 - ``spawn_exit``: temporary actors spawned and exited per second under a supervisor, vs
   ``nursery.start_soon`` of trivial tasks. Target: ratio of throughputs >= 0.5.
+- ``spawn_exit_scoped``: the same against tasks that each enter their own cancel scope, as
+  every actor does; informational, no target.
 - ``ask``: ``ask`` round trips per second, vs a memory-channel ping-pong. Target: >= 0.5.
 - ``teardown``: seconds to cancel a depth-4, fan-out-10 supervision tree (11,111 actors)
   from its root until every actor's exit is recorded, vs a nested-nursery tree of the same
@@ -23,6 +25,7 @@ from ._ask import ask_round_trip as ask_round_trip
 from ._harness import Record as Record
 from ._harness import Target as Target
 from ._spawn_exit import spawn_exit as spawn_exit
+from ._spawn_exit import spawn_exit_scoped as spawn_exit_scoped
 from ._teardown import tree_size as tree_size
 from ._teardown import tree_teardown as tree_teardown
 from ._vs_pykka import vs_pykka as vs_pykka
@@ -33,6 +36,7 @@ __all__ = [
     "Target",
     "ask_round_trip",
     "spawn_exit",
+    "spawn_exit_scoped",
     "tree_size",
     "tree_teardown",
     "vs_pykka",

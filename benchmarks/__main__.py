@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 from ._ask import ask_round_trip
 from ._harness import Record
-from ._spawn_exit import spawn_exit
+from ._spawn_exit import spawn_exit, spawn_exit_scoped
 from ._teardown import tree_teardown
 from ._vs_pykka import vs_pykka, vs_pykka_sequential
 
@@ -17,6 +17,7 @@ Figure = Callable[[], Record]
 # Full sizes, then quick ones (CI: the whole quick run takes a few seconds on 2 cores).
 FULL: dict[str, Figure] = {
     "spawn_exit": lambda: spawn_exit(20_000, repeats=5),
+    "spawn_exit_scoped": lambda: spawn_exit_scoped(20_000, repeats=5),
     "ask": lambda: ask_round_trip(50_000, repeats=5),
     "teardown": lambda: tree_teardown(4, 10, repeats=3),
     "vs_pykka": lambda: vs_pykka(1_000, pykka_n=1_000, repeats=5),
@@ -24,6 +25,7 @@ FULL: dict[str, Figure] = {
 }
 QUICK: dict[str, Figure] = {
     "spawn_exit": lambda: spawn_exit(2_000, repeats=3),
+    "spawn_exit_scoped": lambda: spawn_exit_scoped(2_000, repeats=3),
     "ask": lambda: ask_round_trip(5_000, repeats=3),
     "teardown": lambda: tree_teardown(3, 10, repeats=3),
     "vs_pykka": lambda: vs_pykka(200, pykka_n=200, repeats=3),

@@ -17,6 +17,7 @@ from benchmarks import (
     Target,
     ask_round_trip,
     spawn_exit,
+    spawn_exit_scoped,
     tree_size,
     tree_teardown,
     vs_pykka,
@@ -62,6 +63,7 @@ def check_record_json(line: str) -> dict[str, object]:
     ("run", "figure", "ratio_of", "n"),
     [
         (lambda: spawn_exit(5, repeats=2), "spawn_exit", "throughput", 5),
+        (lambda: spawn_exit_scoped(5, repeats=2), "spawn_exit_scoped", "throughput", 5),
         (lambda: ask_round_trip(5, repeats=2), "ask", "throughput", 5),
         (lambda: tree_teardown(2, 3, repeats=2), "teardown", "time", 13),
         (lambda: vs_pykka(3, pykka_n=2, repeats=2), "vs_pykka", "throughput", 3),
@@ -72,7 +74,7 @@ def check_record_json(line: str) -> dict[str, object]:
             3,
         ),
     ],
-    ids=["spawn_exit", "ask", "teardown", "vs_pykka", "vs_pykka_sequential"],
+    ids=["spawn_exit", "spawn_exit_scoped", "ask", "teardown", "vs_pykka", "vs_pykka_sequential"],
 )
 def test_figure_record_shape(run: Callable[[], Record], figure: str, ratio_of: str, n: int) -> None:
     record = run()
@@ -104,6 +106,7 @@ def test_cli_prints_one_line_per_figure(
 ) -> None:
     tiny = {
         "spawn_exit": lambda: spawn_exit(3, repeats=1),
+        "spawn_exit_scoped": lambda: spawn_exit_scoped(3, repeats=1),
         "ask": lambda: ask_round_trip(3, repeats=1),
         "teardown": lambda: tree_teardown(1, 2, repeats=1),
         "vs_pykka": lambda: vs_pykka(2, pykka_n=1, repeats=1),
