@@ -11,10 +11,15 @@ the generic actor and supervision package that ships beside this one, with the
 Errors derive from :class:`PaiError` (the hierarchy is drawn in ``pai_actors._errors``).
 """
 
+from ._actions import ActionResult as ActionResult
+from ._actions import PendingActionOrigin as PendingActionOrigin
+from ._actions import PendingActionRef as PendingActionRef
 from ._capability import Capability as Capability
 from ._capability import capability as capability
 from ._define_tool import define_tool as define_tool
 from ._errors import DefinitionError as DefinitionError
+from ._errors import InvalidTransition as InvalidTransition
+from ._errors import ModelProtocolError as ModelProtocolError
 from ._errors import OutputNotJSON as OutputNotJSON
 from ._errors import PaiError as PaiError
 from ._errors import SchemaError as SchemaError
@@ -24,7 +29,36 @@ from ._errors import ValidationIssue as ValidationIssue
 from ._json import MAX_SAFE_INTEGER as MAX_SAFE_INTEGER
 from ._json import JsonValue as JsonValue
 from ._json import to_json_value as to_json_value
+from ._model import Finish as Finish
+from ._model import FinishReason as FinishReason
+from ._model import Model as Model
+from ._model import ModelAssistantMessage as ModelAssistantMessage
+from ._model import ModelEvent as ModelEvent
+from ._model import ModelMessage as ModelMessage
+from ._model import ModelRequest as ModelRequest
+from ._model import ModelSystemMessage as ModelSystemMessage
+from ._model import ModelTextPart as ModelTextPart
+from ._model import ModelTool as ModelTool
+from ._model import ModelToolCallPart as ModelToolCallPart
+from ._model import ModelToolMessage as ModelToolMessage
+from ._model import ModelToolResultPart as ModelToolResultPart
+from ._model import ModelUserMessage as ModelUserMessage
+from ._model import TextDelta as TextDelta
+from ._model import ToolCallEvent as ToolCallEvent
+from ._model import ToolInputDelta as ToolInputDelta
+from ._model import ToolInputStart as ToolInputStart
+from ._model import ToolResultOutput as ToolResultOutput
+from ._parts import CancelledInfo as CancelledInfo
+from ._parts import Message as Message
+from ._parts import SuspensionView as SuspensionView
+from ._parts import TextPart as TextPart
+from ._parts import ToolApproval as ToolApproval
+from ._parts import ToolDataItem as ToolDataItem
+from ._parts import ToolPart as ToolPart
+from ._parts import get_tool_name as get_tool_name
 from ._schema import json_schema as json_schema
+from ._state import RunState as RunState
+from ._state import ThreadState as ThreadState
 from ._tool import ChildToolInfo as ChildToolInfo
 from ._tool import DescriptionContext as DescriptionContext
 from ._tool import SuspendPoint as SuspendPoint
@@ -36,24 +70,58 @@ __version__ = "0.1.0"
 
 __all__ = [
     "MAX_SAFE_INTEGER",
+    "ActionResult",
+    "CancelledInfo",
     "Capability",
     "ChildToolInfo",
     "DefinitionError",
     "DescriptionContext",
+    "Finish",
+    "FinishReason",
+    "InvalidTransition",
     "JsonValue",
+    "Message",
+    "Model",
+    "ModelAssistantMessage",
+    "ModelEvent",
+    "ModelMessage",
+    "ModelProtocolError",
+    "ModelRequest",
+    "ModelSystemMessage",
+    "ModelTextPart",
+    "ModelTool",
+    "ModelToolCallPart",
+    "ModelToolMessage",
+    "ModelToolResultPart",
+    "ModelUserMessage",
     "OutputNotJSON",
     "PaiError",
+    "PendingActionOrigin",
+    "PendingActionRef",
+    "RunState",
     "SchemaError",
     "SuspendPoint",
+    "SuspensionView",
+    "TextDelta",
+    "TextPart",
+    "ThreadState",
+    "ToolApproval",
+    "ToolCallEvent",
     "ToolConfig",
+    "ToolDataItem",
     "ToolDefinition",
     "ToolDefinitionError",
+    "ToolInputDelta",
+    "ToolInputStart",
+    "ToolPart",
+    "ToolResultOutput",
     "ToolWireSpec",
     "ValidationFailed",
     "ValidationIssue",
     "__version__",
     "capability",
     "define_tool",
+    "get_tool_name",
     "json_schema",
     "to_json_value",
 ]

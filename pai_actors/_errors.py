@@ -8,7 +8,10 @@ Every exception this package raises to the application derives from one root::
     ├── SchemaError              a schema that cannot be used (not a type pydantic knows, an
     │                            invalid raw JSON Schema, no JSON Schema can be generated)
     ├── ValidationFailed         a value does not match its schema; ``errors`` lists each problem
-    └── OutputNotJSON            a value that does not round-trip through JSON losslessly
+    ├── OutputNotJSON            a value that does not round-trip through JSON losslessly
+    ├── ModelProtocolError       a model message, event or event stream breaks the model protocol
+    └── ScriptedModelError       a ScriptedModel (pai_actors.testing) was scripted wrongly or
+                                 ran out of steps
 
 Planned for later slices (not defined yet), under the same root: ``ToolInvocationError`` (a
 nested child call failed or could not run), ``FileNotFound`` (a missing file, or one of
@@ -103,3 +106,35 @@ class OutputNotJSON(PaiError):
         super().__init__(f"{self.path} {reason}")
         self.loc = loc
         self.reason = reason
+
+
+class ModelProtocolError(PaiError):
+    """Something on the model side breaks the model protocol (``pai_actors._model``).
+
+    Raised when a model-facing message or event is built wrongly (a tool result ``output``
+    that is not the AI SDK's ``{"type", "value"}`` shape, an unknown finish reason), and when
+    a model's event stream breaks the protocol a step is read with: a ``ToolInputDelta`` for
+    a call that never started, a ``ToolCallEvent`` whose input is not the JSON its deltas
+    spelled, events after ``Finish``, or no ``Finish`` at all. The message names the event
+    and says what a model must emit instead.
+    """
+
+
+class ScriptedModelError(PaiError):
+    """A :class:`pai_actors.testing.ScriptedModel` cannot serve a request.
+
+    It was given a step it cannot play (raised at construction, or when a callable step
+    returns one), it ran out of steps (the message says how many were scripted and which
+    tools the request offered), or a step calls a tool the request did not offer (the
+    message lists the offered tools).
+    """
+
+
+class InvalidTransition(PaiError):
+    """A tool-call event arrived in a state that cannot take it (``_calls``' transitions).
+
+    The runtime drives the call core; an event it should never send (an output while the
+    call is suspended, a second suspension while one is pending) is a bug there, not in the
+    application. Submissions from clients never raise this: they are accepted or rejected
+    with an :class:`~pai_actors.ActionResult`.
+    """

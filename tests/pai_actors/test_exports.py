@@ -36,9 +36,23 @@ def test_errors_share_one_root() -> None:
         for obj in (getattr(pai_actors, name) for name in pai_actors.__all__)
         if isinstance(obj, type) and issubclass(obj, BaseException)
     ]
-    assert len(errors) == 6
     for error in errors:
         assert issubclass(error, pai_actors.PaiError), error
+
+
+def test_every_error_is_exported_once() -> None:
+    import pai_actors.testing
+    from pai_actors import _errors
+
+    defined = {
+        obj
+        for obj in vars(_errors).values()
+        if isinstance(obj, type) and issubclass(obj, pai_actors.PaiError)
+    }
+    exported = {getattr(pai_actors, name) for name in pai_actors.__all__} | {
+        getattr(pai_actors.testing, name) for name in pai_actors.testing.__all__
+    }
+    assert defined <= exported
 
 
 def test_error_hierarchy() -> None:

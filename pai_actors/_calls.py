@@ -1,0 +1,427 @@
+"""The sans-IO core of one tool call: pure transitions between immutable :class:`CallRecord`\\ s.
+
+Each event of a call (input streaming and arriving, ``execute`` returning, failing, raising or
+suspending, the call being cancelled, a pending action being submitted, cancelled or failed)
+is a function ``(record, ...) -> (record, [ActionResult,] effects)``. Nothing here does I/O
+or reads a clock: timestamps and action ids come in as arguments, and the effects tell the
+runtime's actor what to do next. An event the runtime should never send in the record's
+phase raises :class:`InvalidTransition`; a client's submission never raises: it is accepted
+or rejected, and a rejection leaves the record exactly as it was.
+
+    phase            native state       leaves by
+    streaming        input-streaming    input_available -> executing | awaiting_output | done
+    executing        input-available    finish_output | finish_failure | finish_exception
+                                        -> done; suspend -> suspended
+    suspended        input-available    submit -> executing; cancel_action | fail_action -> done
+    awaiting_output  input-available    submit | cancel_action | fail_action -> done
+    (any but done)                      cancel_call -> done (output-error, cancelled)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import datetime
+from typing import NamedTuple
+
+from ._actions import ActionResult
+from ._call_record import (
+    ActionOpened,
+    ActionResolved,
+    CallRecord,
+    CallSpec,
+    Cancellation,
+    DataItem,
+    DataWritten,
+    Effect,
+    Episode,
+    EpisodeState,
+    Execute,
+    Finish,
+    Finished,
+    Phase,
+    Resume,
+)
+from ._errors import InvalidTransition, OutputNotJSON, ValidationFailed
+from ._json import JsonValue, to_json_value
+from ._parts import CancelledInfo, SuspensionView, ToolDataItem, ToolPart
+from ._schema import Schema
+from ._tool import frozen_mapping
+
+CANCELLED_TEXT = "The tool call was cancelled."
+
+
+class Step(NamedTuple):
+    """A record after an event, and what to do next."""
+
+    record: CallRecord
+    effects: tuple[Effect, ...]
+
+
+class Submission(NamedTuple):
+    """A record after a submission, its :class:`ActionResult`, and what to do next."""
+
+    record: CallRecord
+    result: ActionResult
+    effects: tuple[Effect, ...]
+
+
+def cancelled_text(reason: str | None) -> str:
+    """``"The tool call was cancelled."``, or ``"...cancelled: <reason>"`` given a reason."""
+    return f"The tool call was cancelled: {reason}" if reason else CANCELLED_TEXT
+
+
+def new_call(name: str, tool_call_id: str, *, dynamic: bool = False) -> CallRecord:
+    """A call whose input has started streaming (``input-streaming``)."""
+    return CallRecord(name=name, tool_call_id=tool_call_id, dynamic=dynamic)
+
+
+def input_delta(record: CallRecord, delta: str) -> CallRecord:
+    """Append a fragment of the input's JSON text; ``input`` shows it once it parses."""
+    _expect(record, "an input delta", "streaming")
+    text = record.input_text + delta
+    try:
+        partial = to_json_value(json.loads(text))
+    except (ValueError, OutputNotJSON):  # incomplete JSON so far: keep the last parse
+        partial = record.input
+    return replace(record, input_text=text, input=partial)
+
+
+def input_available(record: CallRecord, spec: CallSpec, raw_input: object) -> Step:
+    """The model's input is complete: validate it and start the call.
+
+    Valid: ``Execute(parsed)`` for a tool with ``execute``; otherwise the implicit output
+    action opens (``action_id == tool_call_id``, named after the tool). Invalid: the call
+    ends in ``output-error`` with the validation errors as ``errorText``, and never executes.
+    """
+    _expect(record, "the complete input", "streaming")
+    try:
+        data = to_json_value(raw_input, what="input")
+        parsed = data if spec.input is None else spec.input.parse(data, what="input")
+    except (OutputNotJSON, ValidationFailed) as exc:
+        raw: JsonValue = _json_or_none(raw_input)
+        if record.dynamic:
+            record = replace(record, input=raw, input_text="")
+        else:
+            record = replace(record, input=None, raw_input=raw, input_text="")
+        return _finish(record, "output-error", None, str(exc))
+    record = replace(record, input=data, input_text="")
+    if spec.has_execute:
+        return Step(replace(record, phase="executing"), (Execute(parsed),))
+    opened = ActionOpened(record.tool_call_id, record.action_name(None), None, data)
+    return Step(replace(record, phase="awaiting_output", output_action="pending"), (opened,))
+
+
+def finish_output(record: CallRecord, spec: CallSpec, output: object) -> Step:
+    """``execute`` returned ``output``: parse it by the output schema, store it as JSON.
+
+    ``None`` is a successful null output. An output that fails the schema or cannot
+    round-trip through JSON ends the call in ``output-error`` saying why.
+    """
+    _expect(record, "an output", "executing")
+    try:
+        value = _output_json(spec.output, output)
+    except (OutputNotJSON, ValidationFailed) as exc:
+        return _finish(record, "output-error", None, str(exc))
+    return _finish(record, "output-available", value, None)
+
+
+def finish_failure(record: CallRecord, message: str) -> Step:
+    """``execute`` returned ``ctx.fail(message)``: ``output-error`` with the text verbatim."""
+    _expect(record, "a failure", "executing")
+    return _finish(record, "output-error", None, message)
+
+
+def finish_exception(record: CallRecord, error_text: str) -> Step:
+    """``execute`` raised; ``error_text`` is the message (or what ``map_error`` made of it)."""
+    _expect(record, "an exception", "executing")
+    return _finish(record, "output-error", None, error_text)
+
+
+def cancel_call(record: CallRecord, reason: str | None, *, at: datetime) -> Step:
+    """The run, request or runtime was cancelled: end the call as cancelled.
+
+    A pending episode or output action resolves as ``"cancelled"``. A finished call is left
+    as it is (cancellation raced with its end).
+    """
+    _aware(at)
+    if record.phase == "done":
+        return Step(record, ())
+    return _cancel(record, reason, at)
+
+
+def suspend(
+    record: CallRecord,
+    spec: CallSpec,
+    name: str,
+    input: object,
+    *,
+    action_id: str,
+    at: datetime,
+) -> Step:
+    """``execute`` returned ``ctx.suspend(name, input)``: open a new pending episode.
+
+    The native state stays ``input-available``. An undeclared suspend point or an input that
+    fails its ``suspend_schema`` is a bug in the tool: the call ends in ``output-error``.
+    """
+    _expect(record, "a suspension", "executing")
+    _aware(at)
+    if any(e.action_id == action_id for e in record.episodes):
+        raise InvalidTransition(f"action id {action_id!r} is already used by this call")
+    point = spec.suspend.get(name)
+    if point is None:
+        declared = ", ".join(repr(n) for n in spec.suspend) or "none"
+        return _finish(
+            record,
+            "output-error",
+            None,
+            f"tool {record.name!r} suspended at {name!r}, which it does not declare "
+            f"(declared suspend points: {declared})",
+        )
+    try:
+        shown = _output_json(point[0], input, what="suspend input")
+    except (OutputNotJSON, ValidationFailed) as exc:
+        return _finish(record, "output-error", None, str(exc))
+    episode = Episode(action_id=action_id, name=name, input=shown, suspended_at=at)
+    record = replace(record, phase="suspended", episodes=(*record.episodes, episode))
+    opened = ActionOpened(action_id, record.action_name(name), name, shown)
+    return Step(record, (opened,))
+
+
+def submit(
+    record: CallRecord, spec: CallSpec, action_id: str, payload: object, *, at: datetime
+) -> Submission:
+    """Submit ``payload`` to the pending action ``action_id``.
+
+    A suspension's payload is parsed by its ``resume_schema``; accepted, the episode is
+    ``"submitted"`` and the call re-enters ``execute`` (``Resume``). The output action's
+    payload is parsed by the output schema (any JSON without one); accepted, it becomes the
+    call's output. Invalid payloads, unknown and resolved actions are rejected.
+    """
+    _aware(at)
+    found = _find(record, action_id)
+    if isinstance(found, ActionResult):
+        return Submission(record, found, ())
+    if found is None:  # the output action
+        try:
+            output = _output_json(spec.output, to_json_value(payload, what="output"))
+        except (OutputNotJSON, ValidationFailed) as exc:
+            return Submission(record, ActionResult.rejected(str(exc)), ())
+        record = replace(record, output_action="submitted")
+        step = _finish(record, "output-available", output, None)
+        resolved = ActionResolved(action_id, "submitted")
+        return Submission(step.record, ActionResult.accepted(), (resolved, *step.effects))
+    resume_schema = spec.suspend[found.name][1] if found.name in spec.suspend else None
+    try:
+        resume_json = to_json_value(payload, what="resume")
+        parsed = (
+            resume_json
+            if resume_schema is None
+            else resume_schema.parse(resume_json, what="resume")
+        )
+    except (OutputNotJSON, ValidationFailed) as exc:
+        return Submission(record, ActionResult.rejected(str(exc)), ())
+    record = _resolve_episode(record, found, "submitted", at, resume_json, phase="executing")
+    effects: tuple[Effect, ...] = (
+        ActionResolved(action_id, "submitted"),
+        Resume(found.name, parsed, action_id, record.action_name(found.name)),
+    )
+    return Submission(record, ActionResult.accepted(), effects)
+
+
+def cancel_action(
+    record: CallRecord, action_id: str, reason: str | None = None, *, at: datetime
+) -> Submission:
+    """Cancel the pending action ``action_id``: it resolves ``"cancelled"``, the call too."""
+    _aware(at)
+    found = _find(record, action_id)
+    if isinstance(found, ActionResult):
+        return Submission(record, found, ())
+    step = _cancel(record, reason, at)
+    return Submission(step.record, ActionResult.accepted(), step.effects)
+
+
+def fail_action(
+    record: CallRecord, action_id: str, error: str | BaseException, *, at: datetime
+) -> Submission:
+    """Fail the pending action ``action_id``: it resolves ``"failed"``, and the call ends in
+    ``output-error`` with ``errorText == str(error)``."""
+    _aware(at)
+    found = _find(record, action_id)
+    if isinstance(found, ActionResult):
+        return Submission(record, found, ())
+    record = _resolve_pending(record, "failed", at)
+    step = _finish(record, "output-error", None, str(error))
+    resolved = ActionResolved(action_id, "failed")
+    return Submission(step.record, ActionResult.accepted(), (resolved, *step.effects))
+
+
+def write_data(
+    record: CallRecord,
+    channel: str,
+    value: object,
+    *,
+    item_id: str,
+    at: datetime,
+    transient: bool = False,
+) -> Step:
+    """``execute`` wrote a tool-data item (already parsed by its channel's schema).
+
+    A durable item replaces the item of the same id in place, or is appended; a transient
+    one only goes to live watchers (``DataWritten``) and never into the record. Raises
+    :class:`OutputNotJSON` when ``value`` is not JSON.
+    """
+    _expect(record, "tool data", "executing")
+    _aware(at)
+    item = DataItem(item_id, to_json_value(value, what=f"data[{channel!r}]"), at)
+    effect = DataWritten(channel, item, transient)
+    if transient:
+        return Step(record, (effect,))
+    items = record.data.get(channel, ())
+    if any(old.id == item_id for old in items):
+        items = tuple(item if old.id == item_id else old for old in items)
+    else:
+        items = (*items, item)
+    data = frozen_mapping({**record.data, channel: items})
+    return Step(replace(record, data=data), (effect,))
+
+
+def to_part(record: CallRecord) -> ToolPart:
+    """Project a record to the tool part clients see (native state plus pai's sidecars)."""
+    suspensions = tuple(_episode_view(e) for e in record.episodes)
+    pending = next((s for s in suspensions if s.state == "pending"), None)
+    cancelled = record.cancelled
+    return ToolPart(
+        type="dynamic-tool" if record.dynamic else f"tool-{record.name}",
+        tool_name=record.name,
+        tool_call_id=record.tool_call_id,
+        state=record.state,
+        input=record.input,
+        raw_input=record.raw_input,
+        output=record.output,
+        error_text=record.error_text,
+        data={
+            channel: tuple(
+                ToolDataItem(id=i.id, value=i.value, updated_at=i.updated_at) for i in items
+            )
+            for channel, items in record.data.items()
+        },
+        suspensions=suspensions,
+        pending_suspension=pending,
+        cancelled=None
+        if cancelled is None
+        else CancelledInfo(reason=cancelled.reason, at=cancelled.at),
+    )
+
+
+# Helpers.
+
+
+def _episode_view(episode: Episode) -> SuspensionView:
+    return SuspensionView(
+        action_id=episode.action_id,
+        name=episode.name,
+        input=episode.input,
+        suspended_at=episode.suspended_at,
+        state=episode.state,
+        resolved_at=episode.resolved_at,
+        resume=episode.resume,
+    )
+
+
+def _expect(record: CallRecord, event: str, *phases: Phase) -> None:
+    if record.phase not in phases:
+        raise InvalidTransition(
+            f"tool call {record.tool_call_id!r} ({record.name!r}) cannot take {event} while "
+            f"{record.phase}; it takes it only while {' or '.join(phases)}"
+        )
+
+
+def _aware(at: datetime) -> None:
+    if at.tzinfo is None or at.utcoffset() is None:
+        raise ValueError(f"timestamps must be timezone-aware, got {at!r}; use datetime.now(UTC)")
+
+
+def _json_or_none(value: object) -> JsonValue:
+    try:
+        return to_json_value(value, what="input")
+    except OutputNotJSON:
+        return None
+
+
+def _output_json(schema: Schema | None, value: object, *, what: str = "output") -> JsonValue:
+    if schema is None:
+        return to_json_value(value, what=what)
+    return schema.dump(schema.parse(value, what=what), what=what)
+
+
+def _find(record: CallRecord, action_id: str) -> Episode | ActionResult | None:
+    """The pending episode ``action_id`` names, ``None`` for the pending output action, or
+    the rejection to answer with."""
+    if record.output_action is not None and action_id == record.tool_call_id:
+        if record.output_action == "pending":
+            return None
+        return _already_resolved(action_id, record.output_action)
+    for episode in record.episodes:
+        if episode.action_id == action_id:
+            if episode.state == "pending":
+                return episode
+            return _already_resolved(action_id, episode.state)
+    return ActionResult.rejected(
+        f"no such action {action_id!r} on tool call {record.tool_call_id!r} "
+        f"({record.name!r}); use the action_id of one of its pending actions"
+    )
+
+
+def _already_resolved(action_id: str, state: EpisodeState) -> ActionResult:
+    return ActionResult.rejected(
+        f"action {action_id!r} is already resolved ({state}); an action resolves once"
+    )
+
+
+def _resolve_episode(
+    record: CallRecord,
+    episode: Episode,
+    state: EpisodeState,
+    at: datetime,
+    resume: JsonValue = None,
+    *,
+    phase: Phase,
+) -> CallRecord:
+    done = replace(episode, state=state, resolved_at=at, resume=resume)
+    episodes = tuple(done if e is episode else e for e in record.episodes)
+    return replace(record, episodes=episodes, phase=phase)
+
+
+def _resolve_pending(record: CallRecord, state: EpisodeState, at: datetime) -> CallRecord:
+    """Resolve whatever is pending (a suspension or the output action) as ``state``."""
+    pending = record.pending_episode
+    if pending is not None:
+        record = _resolve_episode(record, pending, state, at, phase=record.phase)
+    if record.output_action == "pending":
+        record = replace(record, output_action=state)
+    return record
+
+
+def _cancel(record: CallRecord, reason: str | None, at: datetime) -> Step:
+    pending = record.pending_episode
+    action_id = (
+        pending.action_id
+        if pending is not None
+        else record.tool_call_id
+        if record.output_action == "pending"
+        else None
+    )
+    record = _resolve_pending(record, "cancelled", at)
+    record = replace(record, cancelled=Cancellation(reason or None, at))
+    step = _finish(record, "output-error", None, cancelled_text(reason))
+    if action_id is None:
+        return step
+    return Step(step.record, (ActionResolved(action_id, "cancelled"), *step.effects))
+
+
+def _finish(record: CallRecord, state: Finish, output: JsonValue, error_text: str | None) -> Step:
+    record = replace(
+        record, phase="done", finish=state, output=output, error_text=error_text, input_text=""
+    )
+    return Step(record, (Finished(state, output, error_text),))

@@ -1,0 +1,51 @@
+"""The base of every wire model: frozen pydantic, snake_case in Python, camelCase on the wire.
+
+Wire models (message parts, thread and run state, action results and refs) are what crosses
+the wire and the disk. Each is a frozen pydantic model whose attributes are snake_case and
+whose aliases are the AI SDK's camelCase names; ``to_wire()`` is the exact JSON a client
+receives, and ``Model.model_validate(obj.to_wire())`` reads it back.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic.alias_generators import to_camel
+
+from ._errors import OutputNotJSON
+from ._json import JsonValue, to_json_value
+
+
+def _check_json(value: object) -> JsonValue:
+    try:
+        return to_json_value(value)
+    except OutputNotJSON as exc:  # pydantic reports ValueError as a validation error
+        raise ValueError(str(exc)) from None
+
+
+if TYPE_CHECKING:
+    Json = JsonValue
+else:
+    # ``JsonValue`` is a recursive alias pydantic cannot build a schema for; the field holds
+    # Any, checked and normalised by ``to_json_value`` (so NaN, sets, ... are rejected).
+    Json = Annotated[Any, BeforeValidator(_check_json)]
+
+
+def iso(at: datetime) -> str:
+    """``at`` as an ISO-8601 string, UTC written as ``Z`` (as JavaScript's ``toISOString``)."""
+    text = at.isoformat()
+    return text[:-6] + "Z" if at.utcoffset() == timedelta(0) and text.endswith("+00:00") else text
+
+
+class WireModel(BaseModel):
+    """A frozen wire model: snake_case attributes, camelCase aliases, unknown fields refused."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        extra="forbid",
+    )
