@@ -3,10 +3,12 @@
 This release has the tool *definitions*: :func:`define_tool` checks a tool at construction
 and returns an immutable :class:`ToolDefinition`; schemas are pydantic models, types pydantic
 accepts, or raw JSON Schemas (:func:`json_schema`); :func:`to_json_value` normalises outputs
-to lossless JSON; :func:`capability` makes capability tokens. The runtime that executes tools
-(agents, pending actions, stores) is not here yet. It will be built on :mod:`supervisors`,
-the generic actor and supervision package that ships beside this one, with the
-``pai-actors`` command.
+to lossless JSON; :func:`capability` makes capability tokens. :func:`define_agent` registers
+tools under model-facing names (:class:`ToolRegistration` adds ``map_context`` / ``enabled``
+policy) and :func:`create_pai` names several agents. The runtime that executes tools (pending
+actions) is not here yet; the :class:`Store` protocol it writes through is, with
+:class:`MemoryStore`. It will be built on :mod:`supervisors`, the generic actor and
+supervision package that ships beside this one, with the ``pai-actors`` command.
 
 Errors derive from :class:`PaiError` (the hierarchy is drawn in ``pai_actors._errors``).
 """
@@ -14,6 +16,11 @@ Errors derive from :class:`PaiError` (the hierarchy is drawn in ``pai_actors._er
 from ._actions import ActionResult as ActionResult
 from ._actions import PendingActionOrigin as PendingActionOrigin
 from ._actions import PendingActionRef as PendingActionRef
+from ._agent import AgentDefinition as AgentDefinition
+from ._agent import Pai as Pai
+from ._agent import RuntimeScope as RuntimeScope
+from ._agent import create_pai as create_pai
+from ._agent import define_agent as define_agent
 from ._capability import Capability as Capability
 from ._capability import capability as capability
 from ._define_tool import define_tool as define_tool
@@ -22,13 +29,19 @@ from ._errors import InvalidTransition as InvalidTransition
 from ._errors import ModelProtocolError as ModelProtocolError
 from ._errors import OutputNotJSON as OutputNotJSON
 from ._errors import PaiError as PaiError
+from ._errors import RuntimeConfigError as RuntimeConfigError
 from ._errors import SchemaError as SchemaError
+from ._errors import StoreConflict as StoreConflict
+from ._errors import StoreError as StoreError
 from ._errors import ToolDefinitionError as ToolDefinitionError
+from ._errors import ToolPreparationError as ToolPreparationError
 from ._errors import ValidationFailed as ValidationFailed
 from ._errors import ValidationIssue as ValidationIssue
 from ._json import MAX_SAFE_INTEGER as MAX_SAFE_INTEGER
 from ._json import JsonValue as JsonValue
 from ._json import to_json_value as to_json_value
+from ._memory_store import MemoryBacking as MemoryBacking
+from ._memory_store import MemoryStore as MemoryStore
 from ._model import Finish as Finish
 from ._model import FinishReason as FinishReason
 from ._model import Model as Model
@@ -56,9 +69,20 @@ from ._parts import ToolApproval as ToolApproval
 from ._parts import ToolDataItem as ToolDataItem
 from ._parts import ToolPart as ToolPart
 from ._parts import get_tool_name as get_tool_name
+from ._records import OpenAction as OpenAction
+from ._records import RunRecord as RunRecord
+from ._records import StoredCall as StoredCall
+from ._records import StoredFileBody as StoredFileBody
+from ._records import StoreRecord as StoreRecord
+from ._records import ThreadRecord as ThreadRecord
+from ._records import UploadedFile as UploadedFile
+from ._registration import ClientTool as ClientTool
+from ._registration import ToolRegistration as ToolRegistration
 from ._schema import json_schema as json_schema
 from ._state import RunState as RunState
 from ._state import ThreadState as ThreadState
+from ._store import Store as Store
+from ._store import Transaction as Transaction
 from ._tool import ChildToolInfo as ChildToolInfo
 from ._tool import DescriptionContext as DescriptionContext
 from ._tool import SuspendPoint as SuspendPoint
@@ -71,15 +95,19 @@ __version__ = "0.1.0"
 __all__ = [
     "MAX_SAFE_INTEGER",
     "ActionResult",
+    "AgentDefinition",
     "CancelledInfo",
     "Capability",
     "ChildToolInfo",
+    "ClientTool",
     "DefinitionError",
     "DescriptionContext",
     "Finish",
     "FinishReason",
     "InvalidTransition",
     "JsonValue",
+    "MemoryBacking",
+    "MemoryStore",
     "Message",
     "Model",
     "ModelAssistantMessage",
@@ -94,16 +122,28 @@ __all__ = [
     "ModelToolMessage",
     "ModelToolResultPart",
     "ModelUserMessage",
+    "OpenAction",
     "OutputNotJSON",
+    "Pai",
     "PaiError",
     "PendingActionOrigin",
     "PendingActionRef",
+    "RunRecord",
     "RunState",
+    "RuntimeConfigError",
+    "RuntimeScope",
     "SchemaError",
+    "Store",
+    "StoreConflict",
+    "StoreError",
+    "StoreRecord",
+    "StoredCall",
+    "StoredFileBody",
     "SuspendPoint",
     "SuspensionView",
     "TextDelta",
     "TextPart",
+    "ThreadRecord",
     "ThreadState",
     "ToolApproval",
     "ToolCallEvent",
@@ -114,12 +154,18 @@ __all__ = [
     "ToolInputDelta",
     "ToolInputStart",
     "ToolPart",
+    "ToolPreparationError",
+    "ToolRegistration",
     "ToolResultOutput",
     "ToolWireSpec",
+    "Transaction",
+    "UploadedFile",
     "ValidationFailed",
     "ValidationIssue",
     "__version__",
     "capability",
+    "create_pai",
+    "define_agent",
     "define_tool",
     "get_tool_name",
     "json_schema",

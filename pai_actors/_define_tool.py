@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 from ._capability import Capability
 from ._errors import SchemaError, ToolDefinitionError
 from ._ids import check_id, check_name
+from ._registration import ToolRegistration
 from ._schema import Schema, SchemaMode, compile_schema
 from ._tool import (
     DescriptionContext,
@@ -46,7 +47,7 @@ def define_tool(
     suspend: Mapping[str, SuspendPoint] | None = None,
     data_schemas: Mapping[str, Any] | None = None,
     capabilities: Mapping[str, Capability] | None = None,
-    tools: Mapping[str, ToolDefinition] | None = None,
+    tools: Mapping[str, ToolDefinition | ToolRegistration] | None = None,
     execute: Callable[[Any], Any] | None = None,
 ) -> ToolDefinition:
     """Define a tool: check every argument now and return an immutable :class:`ToolDefinition`.
@@ -57,14 +58,17 @@ def define_tool(
     type pydantic accepts, or ``json_schema({...})``. ``execute(ctx)`` (sync or async) runs
     the tool in the backend; without it, a client submits the output, parsed by
     ``output_schema``. ``suspend``, ``capabilities`` and ``tools`` need ``execute``.
-    ``context_schema`` documents the context the tool needs; it is not parsed.
+    ``context_schema`` documents the context the tool needs; it is not parsed. A child in
+    ``tools`` is a definition, or a :class:`ToolRegistration` giving it its own
+    ``map_context`` / ``enabled`` / ``on_output`` (kept in ``definition.tools`` as given).
 
     Every misuse raises :class:`ToolDefinitionError`, naming the tool and the argument:
     a missing, non-``str``, empty or whitespace-padded ``id``; a missing ``description`` or
     ``input_schema``; a coroutine-function description; a schema that cannot be used (the
     :class:`SchemaError` is the ``__cause__``); ``suspend``, ``capabilities`` or ``tools``
     without ``execute``; and a child in ``tools`` that has no ``execute``, declares
-    ``suspend`` or ``data_schemas``, or has children of its own.
+    ``suspend`` or ``data_schemas``, or has children of its own, or is registered with
+    ``needs_approval``.
     """
     if id is _REQUIRED:
         raise ToolDefinitionError(
@@ -102,7 +106,7 @@ def define_tool(
     )
     data_map = check.mapping("data_schemas", data_schemas, "a schema")
     capability_map = check.mapping("capabilities", capabilities, "capability('...')")
-    tools_map = check.mapping("tools", tools, "a tool definition")
+    tools_map = check.mapping("tools", tools, "a tool definition or a ToolRegistration")
     if not has_execute:
         for argument, declared, why in [
             ("suspend points", suspend_map, "only execute can suspend"),
@@ -218,12 +222,22 @@ class _Checker:
         )
 
     def child(self, name: str, value: object) -> None:
-        # Children are ToolDefinition values for now. ToolRegistration (the next slice)
-        # wraps a definition with its registration policy: accept it here by unwrapping
-        # ``value.tool`` and checking the wrapped definition exactly as below.
+        # A child is a ToolDefinition or a ToolRegistration wrapping one (with its own
+        # map_context / enabled / on_output policy); the wrapped definition is checked.
         where = f"tools[{name!r}]"
-        if not isinstance(value, ToolDefinition):
-            self.fail(f"{where} must be a tool definition from define_tool, got {_show(value)}")
+        if isinstance(value, ToolRegistration):
+            if value.needs_approval is not False:
+                self.fail(
+                    f"{where} is a registration with needs_approval; approval applies to a "
+                    "call the model makes, not to a child the parent's execute calls: drop "
+                    "needs_approval, or register the tool on the agent instead"
+                )
+            value = value.tool
+        elif not isinstance(value, ToolDefinition):
+            self.fail(
+                f"{where} must be a tool definition from define_tool, got {_show(value)}; "
+                "or a ToolRegistration(definition, ...) to give the child its own policy"
+            )
         child = f"{where} is tool {value.id!r}, which"
         advice = "register it on the agent instead"
         if value.execute is None:

@@ -3,15 +3,26 @@
 Every exception this package raises to the application derives from one root::
 
     PaiError
-    ├── DefinitionError          a definition was built wrongly; raised at construction
+    ├── DefinitionError          a definition (tool, registration, agent, capability token,
+    │   │                        client tool) was built wrongly; raised at construction
     │   └── ToolDefinitionError  define_tool misuse, naming the tool and the argument
+    ├── RuntimeConfigError       agents and bindings that cannot make one runtime: one tool id
+    │                            with two wire specs, or a capability without a binding
+    ├── ToolPreparationError     a registration or description callback failed while the
+    │                            tools for a model step were prepared
     ├── SchemaError              a schema that cannot be used (not a type pydantic knows, an
     │                            invalid raw JSON Schema, no JSON Schema can be generated)
     ├── ValidationFailed         a value does not match its schema; ``errors`` lists each problem
     ├── OutputNotJSON            a value that does not round-trip through JSON losslessly
     ├── ModelProtocolError       a model message, event or event stream breaks the model protocol
-    └── ScriptedModelError       a ScriptedModel (pai_actors.testing) was scripted wrongly or
-                                 ran out of steps
+    ├── ScriptedModelError       a ScriptedModel (pai_actors.testing) was scripted wrongly or
+    │                            ran out of steps
+    ├── InvalidTransition        the runtime sent a tool-call event its state cannot take
+    └── StoreError               a store cannot do what was asked (a transaction used after
+        │                        it ended, a stored record of an unknown shape version)
+        └── StoreConflict        a write disagrees with what is stored: a stale revision, a
+                                 record created twice, an update of a missing record;
+                                 nothing of its transaction was written
 
 Planned for later slices (not defined yet), under the same root: ``ToolInvocationError`` (a
 nested child call failed or could not run), ``FileNotFound`` (a missing file, or one of
@@ -51,6 +62,33 @@ class ToolDefinitionError(DefinitionError):
     The message names the tool (once its id is known) and the offending argument. When a
     schema argument is the problem, the :class:`SchemaError` is the ``__cause__``.
     """
+
+
+class RuntimeConfigError(PaiError):
+    """The agents and bindings given to create a runtime cannot work together.
+
+    Raised at runtime creation, before anything runs: two registered definitions share an
+    ``id`` but not a wire spec (the message names the id, both registration paths and the
+    fields that differ), or a capability that a tool or child declares has no binding (the
+    message lists each missing capability and the tools that need it).
+    """
+
+
+class ToolPreparationError(PaiError):
+    """A callback failed while an agent's tools were prepared for a model step.
+
+    ``tool`` is the registration name (``None`` for the agent's ``runtime_context``),
+    ``child`` the child's declared name when the failure was in a child registration, and
+    ``callback`` which callback failed: ``"runtime_context"``, ``"enabled"``,
+    ``"map_context"`` or ``"description"``. The callback's exception is the ``__cause__``. A
+    failed child resolution fails the preparation; it never reads as a disabled child.
+    """
+
+    def __init__(self, message: str, *, tool: str | None, child: str | None, callback: str) -> None:
+        super().__init__(message)
+        self.tool = tool
+        self.child = child
+        self.callback = callback
 
 
 class SchemaError(PaiError):
@@ -138,3 +176,26 @@ class InvalidTransition(PaiError):
     application. Submissions from clients never raise this: they are accepted or rejected
     with an :class:`~pai_actors.ActionResult`.
     """
+
+
+class StoreError(PaiError):
+    """A :class:`~pai_actors.Store` cannot do what was asked.
+
+    Raised for misuse of a transaction (staging a write after it committed or failed) and by
+    backends for stored data they cannot read (an unknown shape version).
+    """
+
+
+class StoreConflict(StoreError):
+    """A write disagrees with what the store holds, so its whole transaction was refused.
+
+    A record written with a ``revision`` the store no longer holds (another writer got there
+    first: read it again, re-apply the change, write again), a record created twice, or an
+    update of a record (a thread, message, run) that does not exist. Nothing of the
+    transaction was written. ``key`` names the record (``"call 'call_1'"``).
+    """
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"{key}: {problem}")
+        self.key = key
+        self.problem = problem

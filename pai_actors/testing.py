@@ -8,26 +8,59 @@ This module grows with the runtime. Today it holds the scripted model:
 - :class:`ScriptedModelError` is raised when a step cannot be played (no step left, a call to
   a tool the request did not offer, a malformed step).
 
+And the store conformance suite:
+
+- :func:`check_store` exercises every method of the :class:`~pai_actors.Store` protocol on
+  the stores a factory opens (round trips, ordering, revision conflicts, atomicity under
+  exceptions and cancellation, scoping, durability across reopening) and raises
+  ``AssertionError`` naming the first deviation; every backend runs it;
+- :func:`memory_stores` is such a factory for :class:`~pai_actors.MemoryStore`: the same
+  name reopens the same data.
+
 ``create_test_runtime(agent, model=...)``, which runs an agent on the production code paths
 with a scripted model, comes with the runtime; fault injection helpers will follow.
 """
 
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+
 from ._errors import ScriptedModelError as ScriptedModelError
+from ._memory_store import MemoryBacking, MemoryStore
 from ._scripted_model import ScriptedModel as ScriptedModel
 from ._scripted_model import ScriptedText as ScriptedText
 from ._scripted_model import ScriptedToolCall as ScriptedToolCall
 from ._scripted_model import text as text
 from ._scripted_model import tool_call as tool_call
+from ._store_check import StoreOpener as StoreOpener
+from ._store_check import check_store as check_store
+
+
+def memory_stores() -> Callable[[str], AbstractAsyncContextManager[MemoryStore]]:
+    """A :data:`StoreOpener` for :func:`check_store`: ``open_store(name)`` opens a
+    :class:`~pai_actors.MemoryStore` on the data kept under ``name`` (new data for a new
+    name), as a file path would for a SQLite store."""
+    backings: dict[str, MemoryBacking] = {}
+
+    @asynccontextmanager
+    async def open_store(name: str) -> AsyncIterator[MemoryStore]:
+        yield MemoryStore(backings.setdefault(name, MemoryBacking()))
+
+    return open_store
+
 
 __all__ = [
     "ScriptedModel",
     "ScriptedModelError",
     "ScriptedText",
     "ScriptedToolCall",
+    "StoreOpener",
+    "check_store",
+    "memory_stores",
     "text",
     "tool_call",
 ]
 
 for _name in __all__:
-    globals()[_name].__module__ = __name__  # tracebacks read pai_actors.testing.ScriptedModel
+    if _name != "StoreOpener":  # a type alias has no settable __module__
+        globals()[_name].__module__ = __name__  # tracebacks read pai_actors.testing.ScriptedModel
 del _name

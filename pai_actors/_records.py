@@ -1,0 +1,279 @@
+"""The stored shapes a :class:`~pai_actors.Store` persists: threads, runs, calls, files.
+
+Each is a frozen pydantic model with ``version`` (the version of the stored *shape*, ``1``;
+a reader that meets a version it does not know refuses it). Records that change after they
+are written (runs and calls) also carry ``revision``: the store's counter for optimistic
+concurrency. A record read from a store holds the revision it was stored with; writing it
+back (changed) succeeds only if the store still holds that revision, and stores it with
+``revision + 1``. A new record has ``revision == 0`` and is stored as ``1``.
+
+Messages are stored as :class:`~pai_actors.Message` (its wire JSON); the tool call's
+:class:`CallRecord` (a plain dataclass of the pure core) is stored inside :class:`StoredCall`
+through the private mirror ``_CallShape`` below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, GetCoreSchemaHandler
+from pydantic_core import core_schema
+
+from ._actions import PendingActionRef
+from ._call_record import CallRecord, Cancellation, DataItem, Episode, EpisodeState, Finish, Phase
+from ._json import JsonValue
+from ._state import RunState, RunStatus
+from ._tool import frozen_mapping
+from ._wire import Json
+
+
+class StoreRecord(BaseModel):
+    """Base of the stored shapes: frozen, unknown fields refused, a shape ``version``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    version: Literal[1] = 1
+
+
+class ThreadRecord(StoreRecord):
+    """A thread: its id, the ``scope_key`` that isolates it, the creating ``user_key``.
+
+    Written once, never changed.
+    """
+
+    thread_id: str
+    scope_key: str
+    user_key: str | None = None
+    created_at: AwareDatetime
+
+
+class RunRecord(StoreRecord):
+    """One run of a thread: ``status`` and, for a failed run, its ``error``.
+
+    ``revision`` is the store's optimistic-concurrency counter (see the module docstring).
+    """
+
+    thread_id: str
+    run_id: str
+    status: RunStatus
+    error: str | None = None
+    created_at: AwareDatetime
+    revision: int = Field(default=0, ge=0)
+
+    @property
+    def state(self) -> RunState:
+        """The :class:`~pai_actors.RunState` clients see."""
+        return RunState(run_id=self.run_id, status=self.status, error=self.error)
+
+    @property
+    def active(self) -> bool:
+        """Whether the run still holds its thread (``running`` or ``waiting``)."""
+        return self.status in ("running", "waiting")
+
+
+# The stored mirror of the pure core's dataclasses. ``CallRecord`` holds ``JsonValue`` (a
+# recursive alias pydantic cannot build a schema for) and a read-only mapping, so it is
+# converted through these models rather than handed to pydantic directly.
+
+
+class _Shape(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class _EpisodeShape(_Shape):
+    action_id: str
+    name: str
+    input: Json = None
+    suspended_at: AwareDatetime
+    state: EpisodeState = "pending"
+    resolved_at: AwareDatetime | None = None
+    resume: Json = None
+
+
+class _DataItemShape(_Shape):
+    id: str
+    value: Json = None
+    updated_at: AwareDatetime
+
+
+class _CancellationShape(_Shape):
+    reason: str | None = None
+    at: AwareDatetime
+
+
+class _CallShape(_Shape):
+    version: Literal[1] = 1
+    name: str
+    tool_call_id: str
+    dynamic: bool = False
+    phase: Phase = "streaming"
+    input_text: str = ""
+    input: Json = None
+    raw_input: Json = None
+    finish: Finish | None = None
+    output: Json = None
+    error_text: str | None = None
+    episodes: tuple[_EpisodeShape, ...] = ()
+    output_action: EpisodeState | None = None
+    cancelled: _CancellationShape | None = None
+    data: dict[str, tuple[_DataItemShape, ...]] = Field(default_factory=dict)
+
+    @classmethod
+    def of(cls, record: CallRecord) -> _CallShape:
+        cancelled = record.cancelled
+        return cls(
+            name=record.name,
+            tool_call_id=record.tool_call_id,
+            dynamic=record.dynamic,
+            phase=record.phase,
+            input_text=record.input_text,
+            input=record.input,
+            raw_input=record.raw_input,
+            finish=record.finish,
+            output=record.output,
+            error_text=record.error_text,
+            episodes=tuple(
+                _EpisodeShape(
+                    action_id=e.action_id,
+                    name=e.name,
+                    input=e.input,
+                    suspended_at=e.suspended_at,
+                    state=e.state,
+                    resolved_at=e.resolved_at,
+                    resume=e.resume,
+                )
+                for e in record.episodes
+            ),
+            output_action=record.output_action,
+            cancelled=None
+            if cancelled is None
+            else _CancellationShape(reason=cancelled.reason, at=cancelled.at),
+            data={
+                channel: tuple(
+                    _DataItemShape(id=i.id, value=i.value, updated_at=i.updated_at) for i in items
+                )
+                for channel, items in record.data.items()
+            },
+        )
+
+    def record(self) -> CallRecord:
+        cancelled = self.cancelled
+        return CallRecord(
+            name=self.name,
+            tool_call_id=self.tool_call_id,
+            dynamic=self.dynamic,
+            phase=self.phase,
+            input_text=self.input_text,
+            input=self.input,
+            raw_input=self.raw_input,
+            finish=self.finish,
+            output=self.output,
+            error_text=self.error_text,
+            episodes=tuple(
+                Episode(
+                    action_id=e.action_id,
+                    name=e.name,
+                    input=e.input,
+                    suspended_at=e.suspended_at,
+                    state=e.state,
+                    resolved_at=e.resolved_at,
+                    resume=e.resume,
+                )
+                for e in self.episodes
+            ),
+            output_action=self.output_action,
+            cancelled=None if cancelled is None else Cancellation(cancelled.reason, cancelled.at),
+            data=frozen_mapping(
+                {
+                    channel: tuple(DataItem(i.id, i.value, i.updated_at) for i in items)
+                    for channel, items in self.data.items()
+                }
+            ),
+        )
+
+
+def _validate_call(value: Any) -> CallRecord:
+    if isinstance(value, CallRecord):
+        return value
+    return _CallShape.model_validate(value).record()
+
+
+def _serialize_call(record: CallRecord) -> dict[str, Any]:
+    return _CallShape.of(record).model_dump(mode="json")
+
+
+class _CallRecordSchema:
+    """Annotation marker: (de)serialize a ``CallRecord`` through ``_CallShape``, never by
+    introspecting the dataclass (whose ``JsonValue`` fields pydantic cannot build)."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_plain_validator_function(
+            _validate_call,
+            serialization=core_schema.plain_serializer_function_ser_schema(_serialize_call),
+        )
+
+
+StoredCallRecord = Annotated[CallRecord, _CallRecordSchema]
+
+
+class StoredCall(StoreRecord):
+    """A tool call as stored: its :class:`CallRecord` and where it lives.
+
+    ``thread_id``, ``run_id`` and ``message_id`` (the assistant message whose part it is)
+    never change once written. ``revision`` is the optimistic-concurrency counter (see the
+    module docstring); the key is ``record.tool_call_id``.
+    """
+
+    thread_id: str
+    run_id: str
+    message_id: str
+    record: StoredCallRecord
+    revision: int = Field(default=0, ge=0)
+
+    @property
+    def tool_call_id(self) -> str:
+        return self.record.tool_call_id
+
+
+class UploadedFile(StoreRecord):
+    """A durable file's metadata; its body is stored apart from messages.
+
+    ``scope_key`` isolates it (a read from another scope finds nothing); ``user_key`` and
+    ``thread_id`` record who created it and where. ``size`` is the body's length in bytes.
+    """
+
+    file_id: str
+    filename: str
+    media_type: str
+    size: int = Field(ge=0)
+    scope_key: str
+    user_key: str | None = None
+    thread_id: str | None = None
+    created_at: AwareDatetime
+    metadata: dict[str, Json] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFileBody:
+    """A file read back from a store: its metadata and its body."""
+
+    file: UploadedFile
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class OpenAction:
+    """A pending action, derived from the stored call that holds it (never stored itself).
+
+    ``ref`` identifies it (its ``action_id`` is the episode's, or the ``tool_call_id`` for
+    the output action of a tool without ``execute``); ``input`` is what it shows; ``call`` is
+    the stored call, whose ``revision`` a submission writes against.
+    """
+
+    ref: PendingActionRef
+    input: JsonValue
+    call: StoredCall
