@@ -5,10 +5,12 @@ and returns an immutable :class:`ToolDefinition`; schemas are pydantic models, t
 accepts, or raw JSON Schemas (:func:`json_schema`); :func:`to_json_value` normalises outputs
 to lossless JSON; :func:`capability` makes capability tokens. :func:`define_agent` registers
 tools under model-facing names (:class:`ToolRegistration` adds ``map_context`` / ``enabled``
-policy) and :func:`create_pai` names several agents. The runtime that executes tools (pending
-actions) is not here yet; the :class:`Store` protocol it writes through is, with
-:class:`MemoryStore`. It will be built on :mod:`supervisors`, the generic actor and
-supervision package that ships beside this one, with the ``pai-actors`` command.
+policy) and :func:`create_pai` names several agents.
+:func:`create_agent_runtime` runs an agent: an :class:`AgentRuntime` executes tools as
+supervised actors (built on :mod:`supervisors`, the generic actor and supervision package
+that ships beside this one), suspends them into pending actions
+(:class:`PendingActionView`) and writes through the :class:`Store` protocol
+(:class:`MemoryStore`).
 
 Errors derive from :class:`PaiError` (the hierarchy is drawn in ``pai_actors._errors``).
 """
@@ -23,6 +25,15 @@ from ._agent import create_pai as create_pai
 from ._agent import define_agent as define_agent
 from ._capability import Capability as Capability
 from ._capability import capability as capability
+from ._context import AbortController as AbortController
+from ._context import AbortSignal as AbortSignal
+from ._context import InitialEntry as InitialEntry
+from ._context import ResumeEntry as ResumeEntry
+from ._context import ToolContext as ToolContext
+from ._context import ToolDataWriter as ToolDataWriter
+from ._context import ToolFailResult as ToolFailResult
+from ._context import ToolSuspendResult as ToolSuspendResult
+from ._context import ToolThread as ToolThread
 from ._define_tool import define_tool as define_tool
 from ._errors import DefinitionError as DefinitionError
 from ._errors import InvalidTransition as InvalidTransition
@@ -33,6 +44,8 @@ from ._errors import RuntimeConfigError as RuntimeConfigError
 from ._errors import SchemaError as SchemaError
 from ._errors import StoreConflict as StoreConflict
 from ._errors import StoreError as StoreError
+from ._errors import ThreadBusy as ThreadBusy
+from ._errors import ThreadNotFound as ThreadNotFound
 from ._errors import ToolDefinitionError as ToolDefinitionError
 from ._errors import ToolPreparationError as ToolPreparationError
 from ._errors import ValidationFailed as ValidationFailed
@@ -69,6 +82,7 @@ from ._parts import ToolApproval as ToolApproval
 from ._parts import ToolDataItem as ToolDataItem
 from ._parts import ToolPart as ToolPart
 from ._parts import get_tool_name as get_tool_name
+from ._pending import PendingActionView as PendingActionView
 from ._records import OpenAction as OpenAction
 from ._records import RunRecord as RunRecord
 from ._records import StoredCall as StoredCall
@@ -78,6 +92,8 @@ from ._records import ThreadRecord as ThreadRecord
 from ._records import UploadedFile as UploadedFile
 from ._registration import ClientTool as ClientTool
 from ._registration import ToolRegistration as ToolRegistration
+from ._runtime import AgentRuntime as AgentRuntime
+from ._runtime import create_agent_runtime as create_agent_runtime
 from ._schema import json_schema as json_schema
 from ._state import RunState as RunState
 from ._state import ThreadState as ThreadState
@@ -94,8 +110,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "MAX_SAFE_INTEGER",
+    "AbortController",
+    "AbortSignal",
     "ActionResult",
     "AgentDefinition",
+    "AgentRuntime",
     "CancelledInfo",
     "Capability",
     "ChildToolInfo",
@@ -104,6 +123,7 @@ __all__ = [
     "DescriptionContext",
     "Finish",
     "FinishReason",
+    "InitialEntry",
     "InvalidTransition",
     "JsonValue",
     "MemoryBacking",
@@ -128,6 +148,8 @@ __all__ = [
     "PaiError",
     "PendingActionOrigin",
     "PendingActionRef",
+    "PendingActionView",
+    "ResumeEntry",
     "RunRecord",
     "RunState",
     "RuntimeConfigError",
@@ -143,20 +165,27 @@ __all__ = [
     "SuspensionView",
     "TextDelta",
     "TextPart",
+    "ThreadBusy",
+    "ThreadNotFound",
     "ThreadRecord",
     "ThreadState",
     "ToolApproval",
     "ToolCallEvent",
     "ToolConfig",
+    "ToolContext",
     "ToolDataItem",
+    "ToolDataWriter",
     "ToolDefinition",
     "ToolDefinitionError",
+    "ToolFailResult",
     "ToolInputDelta",
     "ToolInputStart",
     "ToolPart",
     "ToolPreparationError",
     "ToolRegistration",
     "ToolResultOutput",
+    "ToolSuspendResult",
+    "ToolThread",
     "ToolWireSpec",
     "Transaction",
     "UploadedFile",
@@ -164,6 +193,7 @@ __all__ = [
     "ValidationIssue",
     "__version__",
     "capability",
+    "create_agent_runtime",
     "create_pai",
     "define_agent",
     "define_tool",

@@ -18,6 +18,8 @@ Every exception this package raises to the application derives from one root::
     ├── ScriptedModelError       a ScriptedModel (pai_actors.testing) was scripted wrongly or
     │                            ran out of steps
     ├── InvalidTransition        the runtime sent a tool-call event its state cannot take
+    ├── ThreadNotFound           a runtime method named a thread that does not exist
+    ├── ThreadBusy               send() on a thread whose run is still running or waiting
     └── StoreError               a store cannot do what was asked (a transaction used after
         │                        it ended, a stored record of an unknown shape version)
         └── StoreConflict        a write disagrees with what is stored: a stale revision, a
@@ -199,3 +201,11 @@ class StoreConflict(StoreError):
         super().__init__(f"{key}: {problem}")
         self.key = key
         self.problem = problem
+
+
+class ThreadNotFound(PaiError):
+    """A runtime method was given a ``thread_id`` that does not exist."""
+
+
+class ThreadBusy(PaiError):
+    """``send`` on a thread that already has an active (running or waiting) run."""

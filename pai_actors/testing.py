@@ -17,22 +17,54 @@ And the store conformance suite:
 - :func:`memory_stores` is such a factory for :class:`~pai_actors.MemoryStore`: the same
   name reopens the same data.
 
-``create_test_runtime(agent, model=...)``, which runs an agent on the production code paths
-with a scripted model, comes with the runtime; fault injection helpers will follow.
+And the test runtime:
+
+- :func:`create_test_runtime` runs an agent on the production code paths (the same actors, a
+  real store: a :class:`~pai_actors.MemoryStore` by default) with a scripted model and
+  deterministic ids (``thread_1``, ``run_2``, ...: one counter per runtime, never
+  ``uuid4``), so a run replays identically under ``trio.testing.MockClock``.
+
+Fault injection helpers will follow.
 """
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
 
+from ._agent import AgentDefinition, Pai
 from ._errors import ScriptedModelError as ScriptedModelError
 from ._memory_store import MemoryBacking, MemoryStore
+from ._model import Model
+from ._runtime import AgentRuntime, MapError, counter_ids, create_agent_runtime
 from ._scripted_model import ScriptedModel as ScriptedModel
 from ._scripted_model import ScriptedText as ScriptedText
 from ._scripted_model import ScriptedToolCall as ScriptedToolCall
 from ._scripted_model import text as text
 from ._scripted_model import tool_call as tool_call
+from ._store import Store
 from ._store_check import StoreOpener as StoreOpener
 from ._store_check import check_store as check_store
+
+
+def create_test_runtime(
+    agent: AgentDefinition | Pai,
+    *,
+    model: Model,
+    store: Store | None = None,
+    capabilities: Any = None,
+    map_error: MapError | None = None,
+) -> AgentRuntime:
+    """An :class:`~pai_actors.AgentRuntime` for tests: ``model`` (usually a
+    :class:`ScriptedModel`) instead of the agent's, a new :class:`~pai_actors.MemoryStore`
+    unless ``store`` is given, and deterministic ids from a per-runtime counter."""
+    return create_agent_runtime(
+        agent,
+        store=store,
+        capabilities=capabilities,
+        map_error=map_error,
+        model=model,
+        new_id=counter_ids(),
+    )
 
 
 def memory_stores() -> Callable[[str], AbstractAsyncContextManager[MemoryStore]]:
@@ -55,6 +87,7 @@ __all__ = [
     "ScriptedToolCall",
     "StoreOpener",
     "check_store",
+    "create_test_runtime",
     "memory_stores",
     "text",
     "tool_call",

@@ -1,0 +1,161 @@
+"""What ``execute(ctx)`` receives: :class:`ToolContext` and the values it hands out.
+
+``ctx.entry`` says how this invocation began (:class:`InitialEntry`, or :class:`ResumeEntry`
+after a submitted suspension); ``ctx.suspend(...)`` and ``ctx.fail(...)`` build the results
+``execute`` returns to suspend or to fail deliberately; ``ctx.signal`` is the call's
+:class:`AbortSignal`; ``ctx.data`` writes tool data through the call's actor.
+
+Concurrency: an :class:`AbortController` and its signal belong to one trio run; ``abort`` is
+synchronous and idempotent (the first reason wins), and every waiter of ``wait`` wakes once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import trio
+
+from ._actions import PendingActionRef
+from ._json import JsonValue
+from ._parts import ToolDataItem
+
+
+@dataclass(frozen=True, slots=True)
+class ToolThread:
+    """Where a call runs: its thread, run, ``tool_call_id`` and registration name."""
+
+    thread_id: str
+    run_id: str
+    tool_call_id: str
+    tool_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class InitialEntry:
+    """``execute`` runs for the first time with the model's input."""
+
+    @property
+    def type(self) -> Literal["initial"]:
+        return "initial"
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeEntry:
+    """``execute`` runs again because the suspension ``name`` was submitted.
+
+    ``resume`` is the payload as the suspend point's ``resume_schema`` parsed it; ``action``
+    is the ref of the action that was resolved.
+    """
+
+    name: str
+    resume: Any
+    action: PendingActionRef
+
+    @property
+    def type(self) -> Literal["resume"]:
+        return "resume"
+
+
+Entry = InitialEntry | ResumeEntry
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSuspendResult:
+    """What ``ctx.suspend(name, input)`` returns; ``execute`` returns it to suspend."""
+
+    name: str
+    input: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFailResult:
+    """What ``ctx.fail(message)`` returns: a deliberate, model-visible failure."""
+
+    message: str
+
+
+class AbortSignal:
+    """Whether a call was aborted, and why; made by an :class:`AbortController`.
+
+    ``aborted`` turns ``True`` once; ``reason`` is the cancel reason (or ``None``);
+    ``await wait()`` returns once it is aborted (at once if it already is).
+    """
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+        self._reason: str | None = None
+
+    @property
+    def aborted(self) -> bool:
+        return self._event.is_set()
+
+    @property
+    def reason(self) -> str | None:
+        return self._reason
+
+    async def wait(self) -> None:
+        await self._event.wait()
+
+    def __repr__(self) -> str:
+        return f"AbortSignal(aborted={self.aborted}, reason={self.reason!r})"
+
+
+class AbortController:
+    """Makes an :class:`AbortSignal` (``.signal``) and aborts it (``.abort(reason=None)``)."""
+
+    def __init__(self) -> None:
+        self.signal = AbortSignal()
+
+    def abort(self, reason: str | None = None) -> None:
+        """Abort the signal; later calls change nothing (the first reason is kept)."""
+        signal = self.signal
+        if not signal.aborted:
+            signal._reason = reason
+            signal._event.set()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ToolDataWriter:
+    """``ctx.data``: writes tool-data items through the call's actor, and lists them.
+
+    ``write`` parses ``value`` by the channel's data schema; a durable item (``transient``
+    false) is stored with the call before ``write`` returns, replacing the item of the same
+    ``id`` (a new id is made when none is given).
+    """
+
+    _write: Callable[[str, object, str | None, bool], Awaitable[None]]
+    _list: Callable[[str], Awaitable[list[ToolDataItem]]]
+
+    async def write(
+        self, name: str, value: object, *, id: str | None = None, transient: bool = False
+    ) -> None:
+        await self._write(name, value, id, transient)
+
+    async def list(self, name: str) -> list[ToolDataItem]:
+        return await self._list(name)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ToolContext:
+    """What ``execute(ctx)`` receives (API §3): input, context, where it runs, how it began."""
+
+    input: Any
+    context: Any
+    agent_id: str
+    thread: ToolThread
+    signal: AbortSignal
+    entry: InitialEntry | ResumeEntry
+    data: ToolDataWriter
+    suspend_history: list[dict[str, JsonValue]] = field(default_factory=list)
+
+    def suspend(self, name: str, input: Any) -> ToolSuspendResult:
+        """Return this from ``execute`` to wait at suspend point ``name`` showing ``input``."""
+        return ToolSuspendResult(name, input)
+
+    def fail(self, message: str) -> ToolFailResult:
+        """Return this from ``execute`` to fail deliberately; ``message`` is the errorText."""
+        if not isinstance(message, str):
+            raise TypeError(f"ctx.fail() takes a str sentence, got {message!r}")
+        return ToolFailResult(message)

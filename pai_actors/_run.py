@@ -1,0 +1,427 @@
+"""The run and tool-call actors: the trio shell around the pure tool-call core.
+
+A run is an actor under the runtime's root supervisor; it opens a ``calls`` supervisor, so
+each tool call is a temporary actor under its run, and cancelling a run (its cancel scope)
+cancels its calls. A call actor writes each new :class:`CallRecord` with its tool part in one
+store transaction before acting on the effects. A suspended call's actor exits (passivation:
+the record is durable); an accepted submission makes the runtime send the run a
+:class:`StartCall` with a :class:`ResumeEntry`, and the run spawns a fresh call actor.
+
+The run actor is the only writer of its run record. Its mailbox receives :class:`StartCall`
+and :class:`CallChanged`; after each it re-reads its step's calls from the store and
+continues when all are done, or marks itself ``waiting`` when none is running.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+import trio
+
+from supervisors import Mailbox, MailboxClosed, MailboxFull, Supervisor, open_supervisor
+
+from ._actions import PendingActionRef
+from ._agent import RuntimeScope
+from ._call_record import CallRecord, Execute
+from ._calls import (
+    cancel_call,
+    finish_exception,
+    finish_failure,
+    finish_output,
+    input_available,
+    new_call,
+    suspend,
+    to_part,
+    write_data,
+)
+from ._context import (
+    AbortController,
+    InitialEntry,
+    ResumeEntry,
+    ToolContext,
+    ToolDataWriter,
+    ToolFailResult,
+    ToolSuspendResult,
+    ToolThread,
+)
+from ._errors import StoreConflict
+from ._history import model_messages
+from ._model import ModelRequest
+from ._parts import Message, TextPart, ToolDataItem
+from ._prepare import prepare_tools, resolve_runtime_context
+from ._records import RunRecord, StoredCall, ThreadRecord
+from ._registration import ClientTool, call_callback
+from ._state import RunStatus
+from ._step import accumulate_step
+
+if TYPE_CHECKING:
+    from ._runtime import AgentRuntime
+
+_CLEANUP_SECONDS = 10.0
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class CallChanged:
+    """A call of the run finished, suspended, or had an action resolved."""
+
+
+@dataclass(frozen=True, slots=True)
+class StartCall:
+    """Spawn a call actor for ``call`` with ``entry`` (the submitter counted it running)."""
+
+    call: StoredCall
+    entry: InitialEntry | ResumeEntry
+
+
+RunMessage = CallChanged | StartCall
+
+
+@dataclass(eq=False)
+class LiveRun:
+    """A run whose actor is alive: the runtime's in-memory handle on it.
+
+    ``status`` and ``active_calls`` are what ``wait_idle`` looks at; both change only
+    synchronously, so a reader never sees a half-made change.
+    """
+
+    thread: ThreadRecord
+    run: RunRecord
+    identity: Any = None
+    client_data: Any = None
+    client_tools: tuple[ClientTool, ...] = ()
+    resume_message_id: str | None = None
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    status: Literal["running", "waiting"] = "running"
+    active_calls: int = 0
+    controllers: set[AbortController] = field(default_factory=set)
+    cancel_reason: str | None = None
+    runtime_context: Any = None
+    ref: Any = None  # ActorRef[RunMessage], set right after spawn
+    calls: Supervisor | None = None
+    done: trio.Event = field(default_factory=trio.Event)
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def thread_id(self) -> str:
+        return self.thread.thread_id
+
+    def wake(self) -> None:
+        try:
+            self.ref.tell_nowait(CallChanged())
+        except (MailboxClosed, MailboxFull):  # closed: the run is ending; full: it will look
+            pass
+
+
+async def run_actor(rt: AgentRuntime, live: LiveRun, mailbox: Mailbox[RunMessage]) -> None:
+    """Drive one run until the model answers without tool calls, or it is cancelled."""
+    try:
+        with live.scope:
+            async with open_supervisor(name="calls") as calls:
+                live.calls = calls
+                try:
+                    await _loop(rt, live, calls, mailbox)
+                except Exception as exc:  # the model or the tools' preparation failed
+                    await _set_status(rt, live, "failed", error=str(exc) or repr(exc))
+        if live.scope.cancelled_caught:
+            with trio.move_on_after(_CLEANUP_SECONDS, shield=True):
+                await record_cancelled(rt, live.thread_id, live.run_id, live.cancel_reason)
+                await _set_status(rt, live, "cancelled")
+    except BaseException:
+        if not rt.closing:
+            raise
+        # The runtime is closing (trio.Cancelled, perhaps inside a group from the calls'
+        # supervisor): record the running calls, keep the pending ones, and re-raise.
+        with trio.move_on_after(_CLEANUP_SECONDS, shield=True):
+            pending = await record_cancelled(
+                rt, live.thread_id, live.run_id, None, keep_pending=True
+            )
+            await _set_status(rt, live, "waiting" if pending else "cancelled")
+        raise
+    finally:
+        rt._forget(live)
+
+
+async def _loop(
+    rt: AgentRuntime, live: LiveRun, calls: Supervisor, mailbox: Mailbox[RunMessage]
+) -> None:
+    agent = rt.agent
+    thread = live.thread
+    scope = RuntimeScope(thread.scope_key, thread.user_key, thread.thread_id, live.identity)
+    live.runtime_context = await resolve_runtime_context(agent, scope)
+    if live.resume_message_id is not None:
+        await _wait_calls(rt, live, calls, mailbox, live.resume_message_id)
+    while True:
+        await _set_status(rt, live, "running")
+        prepared = await prepare_tools(
+            agent,
+            runtime_context=live.runtime_context,
+            identity=live.identity,
+            client_data=live.client_data,
+            client_tools=live.client_tools,
+        )
+        history = await model_messages(await rt.store.list_messages(thread.thread_id), agent.tools)
+        request = ModelRequest(agent.instructions, history, dict(prepared.tools))
+        step = await accumulate_step(rt.model.stream(request))
+        message_id = rt.new_id("msg")
+        records = [
+            replace(
+                new_call(c.tool_name, c.tool_call_id, dynamic=c.tool_name in prepared.client_tools),
+                input=c.input,
+            )
+            for c in step.tool_calls
+        ]
+        for record in records:
+            if record.dynamic:
+                rt.client_tools[record.tool_call_id] = prepared.client_tools[record.name]
+        text = [TextPart(text=step.text)] if step.text else []
+        message = Message(
+            id=message_id, role="assistant", parts=(*text, *(to_part(r) for r in records))
+        )
+        async with rt.store.transaction() as tx:
+            tx.append_message(thread.thread_id, message)
+            stored = [
+                tx.put_call(
+                    StoredCall(
+                        thread_id=live.thread_id,
+                        run_id=live.run_id,
+                        message_id=message_id,
+                        record=r,
+                    )
+                )
+                for r in records
+            ]
+        if not stored:
+            await _set_status(rt, live, "completed")
+            return
+        for call in stored:
+            live.active_calls += 1
+            _spawn_call(rt, live, calls, call, InitialEntry())
+        await _wait_calls(rt, live, calls, mailbox, message_id)
+
+
+async def _wait_calls(
+    rt: AgentRuntime,
+    live: LiveRun,
+    calls: Supervisor,
+    mailbox: Mailbox[RunMessage],
+    message_id: str,
+) -> None:
+    """Return once every call of the message ``message_id`` is done."""
+    while True:
+        step_calls = [
+            c for c in await rt.store.list_calls(live.thread_id) if c.message_id == message_id
+        ]
+        if live.active_calls == 0:
+            if all(c.record.phase == "done" for c in step_calls):
+                return
+            await _set_status(rt, live, "waiting")
+        message = await mailbox.receive()
+        if isinstance(message, StartCall):
+            _spawn_call(rt, live, calls, message.call, message.entry)
+
+
+async def _set_status(
+    rt: AgentRuntime, live: LiveRun, status: RunStatus, *, error: str | None = None
+) -> None:
+    if live.run.status != status or live.run.error != error:
+        async with rt.store.transaction() as tx:
+            live.run = tx.put_run(live.run.model_copy(update={"status": status, "error": error}))
+    if status in ("running", "waiting"):
+        live.status = status
+    rt.notify()
+
+
+async def record_cancelled(
+    rt: AgentRuntime,
+    thread_id: str,
+    run_id: str,
+    reason: str | None,
+    *,
+    keep_pending: bool = False,
+) -> bool:
+    """Record every unfinished call of the run as cancelled (with ``keep_pending``, only the
+    running ones); return whether a pending call was kept."""
+    kept = False
+    for call in await rt.store.list_calls(thread_id):
+        record = call.record
+        if call.run_id != run_id or record.phase == "done":
+            continue
+        if keep_pending and record.phase in ("suspended", "awaiting_output"):
+            kept = True
+            continue
+        step = cancel_call(record, reason, at=now())
+        try:
+            await write_call(rt, call, step.record)
+        except StoreConflict:  # a submission resolved it meanwhile
+            continue
+    return kept
+
+
+async def write_call(rt: AgentRuntime, call: StoredCall, record: CallRecord) -> StoredCall:
+    """Write ``record`` and its tool part in one transaction; return the stored call."""
+    async with rt.store.transaction() as tx:
+        stored = tx.put_call(call.model_copy(update={"record": record}))
+        tx.put_tool_part(call.thread_id, call.message_id, to_part(record))
+    return stored
+
+
+def action_ref(call: StoredCall, action_id: str, suspend_name: str | None) -> PendingActionRef:
+    record = call.record
+    return PendingActionRef(
+        thread_id=call.thread_id,
+        tool_name=record.name,
+        suspend_name=suspend_name,
+        message_id=call.message_id,
+        tool_call_id=record.tool_call_id,
+        run_id=call.run_id,
+        action_id=action_id,
+        name=record.action_name(suspend_name),
+    )
+
+
+def _spawn_call(
+    rt: AgentRuntime,
+    live: LiveRun,
+    calls: Supervisor,
+    call: StoredCall,
+    entry: InitialEntry | ResumeEntry,
+) -> None:
+    """Start ``call`` as a temporary actor under the run (already counted as running)."""
+
+    async def tool_call(mailbox: Mailbox[None]) -> None:
+        controller = AbortController()
+        live.controllers.add(controller)
+        try:
+            await _CallDriver(rt, live, call, controller).run(entry)
+        finally:
+            live.controllers.discard(controller)
+            live.active_calls -= 1
+            live.wake()
+
+    calls.spawn(tool_call, restart="temporary")
+
+
+class _CallDriver:
+    """One activation of a call: from its entry to its next suspension or its end."""
+
+    def __init__(
+        self, rt: AgentRuntime, live: LiveRun, call: StoredCall, controller: AbortController
+    ) -> None:
+        self.rt = rt
+        self.live = live
+        self.call = call
+        self.controller = controller
+
+    @property
+    def record(self) -> CallRecord:
+        return self.call.record
+
+    async def write(self, record: CallRecord) -> None:
+        self.call = await write_call(self.rt, self.call, record)
+
+    async def run(self, entry: InitialEntry | ResumeEntry) -> None:
+        rt = self.rt
+        spec = rt.spec_for(self.record)
+        registration = rt.agent.tools.get(self.record.name)
+        if spec is None:
+            await self.write(_unknown_tool(self.record, list(rt.agent.tools)))
+            return
+        if isinstance(entry, InitialEntry):
+            step = input_available(self.record, spec, self.record.input)
+            await self.write(step.record)
+            execute = next((e for e in step.effects if isinstance(e, Execute)), None)
+            if execute is None:
+                return
+            tool_input = execute.input
+        else:
+            tool_input = (
+                self.record.input
+                if spec.input is None
+                else spec.input.parse(self.record.input, what="input")
+            )
+        assert registration is not None
+        assert registration.tool.execute is not None
+        thread = ToolThread(
+            self.live.thread_id, self.live.run_id, self.record.tool_call_id, self.record.name
+        )
+        context = self.live.runtime_context
+        if registration.map_context is not None:
+            context = await call_callback(
+                registration.map_context,
+                runtime_context=context,
+                identity=self.live.identity,
+                client_data=self.live.client_data,
+            )
+        ctx = ToolContext(
+            input=tool_input,
+            context=context,
+            agent_id=rt.agent.name,
+            thread=thread,
+            signal=self.controller.signal,
+            entry=entry,
+            data=ToolDataWriter(self._write_data, self._list_data),
+            suspend_history=[view.to_wire() for view in to_part(self.record).suspensions],
+        )
+        try:
+            result = await call_callback(registration.tool.execute, ctx)
+        except Exception as exc:
+            step = finish_exception(self.record, rt.error_text(exc, thread))
+        else:
+            if isinstance(result, ToolSuspendResult):
+                step = suspend(
+                    self.record,
+                    spec,
+                    result.name,
+                    result.input,
+                    action_id=rt.new_id("action"),
+                    at=now(),
+                )
+            elif isinstance(result, ToolFailResult):
+                step = finish_failure(self.record, result.message)
+            else:
+                step = finish_output(self.record, spec, result)
+        await self.write(step.record)
+
+    async def _write_data(
+        self, name: str, value: object, item_id: str | None, transient: bool
+    ) -> None:
+        schemas = self.rt.agent.tools[self.record.name].tool._schemas.data
+        schema = schemas.get(name)
+        if schema is None:
+            declared = ", ".join(map(repr, schemas)) or "none"
+            raise ValueError(
+                f"tool {self.record.name!r} has no data channel {name!r} (declared: "
+                f"{declared}); declare it in define_tool(data_schemas=...)"
+            )
+        what = f"data[{name!r}]"
+        dumped = schema.dump(schema.parse(value, what=what), what=what)
+        step = write_data(
+            self.record,
+            name,
+            dumped,
+            item_id=item_id or self.rt.new_id("data"),
+            at=now(),
+            transient=transient,
+        )
+        if not transient:
+            await self.write(step.record)
+
+    async def _list_data(self, name: str) -> list[ToolDataItem]:
+        return await self.rt.store.list_tool_data(self.record.tool_call_id, name)
+
+
+def _unknown_tool(record: CallRecord, offered: list[str]) -> CallRecord:
+    text = (
+        f"the model called the tool {record.name!r}, which this agent does not offer "
+        f"(offered: {', '.join(map(repr, offered)) or 'none'})"
+    )
+    return replace(record, phase="done", finish="output-error", error_text=text, input_text="")

@@ -1,0 +1,378 @@
+"""The runtime: :func:`create_agent_runtime` and :class:`AgentRuntime`.
+
+``AgentRuntime`` is an async context manager owning the root supervisor: each run is an
+actor under it, and each tool call an actor under its run (see ``_run``). Pending actions
+are resolved here: the submission is judged by the pure core (``_calls``), written with the
+call's part in one transaction, and then the run is told (a :class:`StartCall` with a
+:class:`ResumeEntry` for an accepted suspension). A run that is not alive (after the runtime
+was reopened on the same store) is activated again first.
+
+Concurrency contract: every method may be called from any task of the trio run that entered
+the runtime. A submission either resolves its action and returns ``accepted``, or returns
+``rejected`` (or raises) and leaves it pending; an action resolves once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
+from types import TracebackType
+from typing import Any
+
+import trio
+
+from supervisors import MailboxClosed, Supervisor, open_supervisor
+
+from ._actions import ActionResult, PendingActionRef
+from ._agent import AgentDefinition, Pai, check_runtime
+from ._call_record import CallRecord, CallSpec, Resume
+from ._calls import Submission, cancel_action, fail_action, submit
+from ._context import ResumeEntry, ToolThread
+from ._errors import PaiError, StoreConflict, ThreadBusy, ThreadNotFound
+from ._memory_store import MemoryStore
+from ._model import Model
+from ._parts import Message, TextPart
+from ._pending import PendingActionView
+from ._records import RunRecord, StoredCall, ThreadRecord
+from ._registration import ClientTool
+from ._run import (
+    CallChanged,
+    LiveRun,
+    StartCall,
+    action_ref,
+    now,
+    record_cancelled,
+    run_actor,
+    write_call,
+)
+from ._state import ThreadState
+from ._store import Store
+
+MapError = Callable[[Exception, ToolThread], str]
+"""``map_error(exc, call) -> str``: the ``errorText`` for an exception ``execute`` raised."""
+
+_RUN_MAILBOX = 1024
+
+
+def uuid_ids(prefix: str) -> str:
+    """Production ids: ``"<prefix>_<uuid4 hex>"``."""
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+def counter_ids() -> Callable[[str], str]:
+    """Deterministic ids for tests: ``"<prefix>_1"``, ``"<prefix>_2"``, ... (one counter)."""
+    counter = itertools.count(1)
+    return lambda prefix: f"{prefix}_{next(counter)}"
+
+
+class AgentRuntime:
+    """Runs an agent's threads: ``async with create_agent_runtime(agent) as rt: ...``.
+
+    Leaving the block cancels every run: running calls are recorded as cancelled, suspended
+    calls and pending actions stay in the store for the next runtime on it.
+    """
+
+    def __init__(
+        self,
+        agent: AgentDefinition,
+        *,
+        model: Model,
+        store: Store,
+        map_error: MapError | None,
+        new_id: Callable[[str], str],
+    ) -> None:
+        self.agent = agent
+        self.model = model
+        self.store = store
+        self.new_id = new_id
+        self.client_tools: dict[str, ClientTool] = {}
+        self._map_error = map_error
+        self._runs: dict[str, LiveRun] = {}
+        self._threads: dict[str, LiveRun] = {}
+        self._changed = trio.Event()
+        self._stack: AsyncExitStack | None = None
+        self._root: Supervisor | None = None
+        self.closing = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> AgentRuntime:
+        if self._stack is not None:
+            raise PaiError("this runtime was already opened; create a new one")
+        self._stack = AsyncExitStack()
+        self._root = await self._stack.enter_async_context(open_supervisor(name="runtime"))
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._stack is not None
+        assert self._root is not None
+        self.closing = True
+        for live in list(self._runs.values()):
+            for controller in list(live.controllers):
+                controller.abort(None)
+        self._root.cancel("the runtime is closing")
+        return await self._stack.__aexit__(exc_type, exc, tb)
+
+    # -- internals used by the actors -------------------------------------------------------
+
+    def notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    def _forget(self, live: LiveRun) -> None:
+        self._runs.pop(live.run_id, None)
+        if self._threads.get(live.thread_id) is live:
+            del self._threads[live.thread_id]
+        live.done.set()
+        self.notify()
+
+    def spec_for(self, record: CallRecord) -> CallSpec | None:
+        if record.dynamic:
+            client_tool = self.client_tools.get(record.tool_call_id)
+            return CallSpec.external(None if client_tool is None else client_tool.schema)
+        registration = self.agent.tools.get(record.name)
+        return None if registration is None else CallSpec.for_tool(registration.tool)
+
+    def error_text(self, exc: Exception, call: ToolThread) -> str:
+        if self._map_error is not None:
+            try:
+                return self._map_error(exc, call)
+            except Exception:  # a failing map_error must not hide the tool's error
+                pass
+        return str(exc) or type(exc).__name__
+
+    def _start(self, live: LiveRun) -> None:
+        assert self._root is not None, "use the runtime inside `async with`"
+        self._runs[live.run_id] = live
+        self._threads[live.thread_id] = live
+
+        async def run(mailbox: Any) -> None:
+            await run_actor(self, live, mailbox)
+
+        live.ref = self._root.spawn(
+            run, name=f"run-{live.run_id}", restart="temporary", capacity=_RUN_MAILBOX
+        )
+
+    # -- threads and runs --------------------------------------------------------------------
+
+    async def create_thread(self, scope_key: str, user_key: str | None = None) -> str:
+        """Create a thread in ``scope_key`` and return its id."""
+        thread = ThreadRecord(
+            thread_id=self.new_id("thread"),
+            scope_key=scope_key,
+            user_key=user_key,
+            created_at=now(),
+        )
+        async with self.store.transaction() as tx:
+            tx.create_thread(thread)
+        return thread.thread_id
+
+    async def _thread(self, thread_id: str) -> ThreadRecord:
+        thread = await self.store.get_thread(thread_id)
+        if thread is None:
+            raise ThreadNotFound(f"no thread {thread_id!r}; create it with create_thread()")
+        return thread
+
+    async def send(
+        self,
+        thread_id: str,
+        text: str,
+        *,
+        identity: Any = None,
+        client_data: Any = None,
+        client_tools: Sequence[ClientTool] = (),
+    ) -> str:
+        """Append the user's ``text`` and start a run; return its ``run_id``.
+
+        A thread has one run at a time: :class:`ThreadBusy` if one is running or waiting.
+        """
+        thread = await self._thread(thread_id)
+        active = await self.store.get_active_run(thread_id)
+        if active is not None or thread_id in self._threads:
+            busy = active.run_id if active is not None else self._threads[thread_id].run_id
+            raise ThreadBusy(
+                f"thread {thread_id!r} already has the active run {busy!r}; wait for it "
+                "(wait_idle), resolve its pending actions, or cancel it (cancel_run)"
+            )
+        run = RunRecord(
+            thread_id=thread_id, run_id=self.new_id("run"), status="running", created_at=now()
+        )
+        message = Message(id=self.new_id("msg"), role="user", parts=(TextPart(text=text),))
+        async with self.store.transaction() as tx:
+            tx.append_message(thread_id, message)
+            run = tx.put_run(run)
+        self._start(
+            LiveRun(
+                thread=thread,
+                run=run,
+                identity=identity,
+                client_data=client_data,
+                client_tools=tuple(client_tools),
+            )
+        )
+        return run.run_id
+
+    async def wait_idle(self, thread_id: str) -> None:
+        """Return when the thread has no active run, or its run waits only on actions."""
+        while True:
+            live = self._threads.get(thread_id)
+            if live is None or (live.status == "waiting" and live.active_calls == 0):
+                return
+            await self._changed.wait()
+
+    async def get_state(self, thread_id: str) -> ThreadState:
+        """The thread's messages and runs."""
+        await self._thread(thread_id)
+        return ThreadState(
+            thread_id=thread_id,
+            messages=tuple(await self.store.list_messages(thread_id)),
+            runs=tuple(run.state for run in await self.store.list_runs(thread_id)),
+        )
+
+    async def cancel_run(self, run_id: str, reason: str | None = None) -> None:
+        """Cancel a run: every unfinished call in it is recorded as cancelled, then the run.
+
+        Returns once that is recorded. A run that is already over is left as it is.
+        """
+        live = self._runs.get(run_id)
+        if live is not None:
+            live.cancel_reason = reason
+            for controller in list(live.controllers):
+                controller.abort(reason)
+            live.scope.cancel()
+            await live.done.wait()
+            return
+        run = await self.store.get_run(run_id)
+        if run is None:
+            raise PaiError(f"no run {run_id!r}; use a run_id that send() returned")
+        if run.active:
+            await record_cancelled(self, run.thread_id, run_id, reason)
+            async with self.store.transaction() as tx:
+                tx.put_run(run.model_copy(update={"status": "cancelled"}))
+            self.notify()
+
+    # -- pending actions ---------------------------------------------------------------------
+
+    async def pending_actions(self, thread_id: str) -> list[PendingActionView]:
+        """The thread's pending actions, oldest call first."""
+        await self._thread(thread_id)
+        return [
+            PendingActionView(self, action.ref, action.input)
+            for action in await self.store.list_pending_actions(thread_id)
+        ]
+
+    async def submit_action(self, ref: PendingActionRef, payload: object) -> ActionResult:
+        """Submit ``payload`` to the action ``ref`` names (validated by its schema)."""
+        return await self._resolve(
+            ref, lambda record, spec: submit(record, spec, ref.action_id, payload, at=now())
+        )
+
+    async def cancel_action(self, ref: PendingActionRef, reason: str | None = None) -> ActionResult:
+        """Cancel the action: it and its call end as cancelled (with ``reason``)."""
+        return await self._resolve(
+            ref, lambda record, _: cancel_action(record, ref.action_id, reason, at=now())
+        )
+
+    async def fail_action(self, ref: PendingActionRef, error: str | BaseException) -> ActionResult:
+        """Fail the action: its call ends in ``output-error`` with ``errorText == str(error)``."""
+        return await self._resolve(
+            ref, lambda record, _: fail_action(record, ref.action_id, error, at=now())
+        )
+
+    async def _resolve(
+        self, ref: PendingActionRef, decide: Callable[[CallRecord, CallSpec], Submission]
+    ) -> ActionResult:
+        while True:
+            call = await self.store.get_call(ref.tool_call_id)
+            spec = None if call is None else self.spec_for(call.record)
+            if call is None or spec is None or call.thread_id != ref.thread_id:
+                return ActionResult.rejected(
+                    f"no such action {ref.action_id!r} in thread {ref.thread_id!r}; use a "
+                    "ref from pending_actions()"
+                )
+            outcome = decide(call.record, spec)
+            if outcome.result.status == "rejected":
+                return outcome.result
+            try:
+                stored = await write_call(self, call, outcome.record)
+            except StoreConflict:  # resolved or changed meanwhile: judge it again
+                continue
+            await self._continue(stored, outcome)
+            return outcome.result
+
+    async def _continue(self, call: StoredCall, outcome: Submission) -> None:
+        """Tell the call's run what the accepted submission changed (activating it)."""
+        live = self._runs.get(call.run_id)
+        if live is None:
+            live = await self._activate(call)
+        resume = next((e for e in outcome.effects if isinstance(e, Resume)), None)
+        live.status = "running"
+        try:
+            if resume is not None:
+                entry = ResumeEntry(
+                    resume.name, resume.resume, action_ref(call, resume.action_id, resume.name)
+                )
+                live.active_calls += 1
+                live.ref.tell_nowait(StartCall(call, entry))
+            else:
+                live.ref.tell_nowait(CallChanged())
+        except MailboxClosed:  # the run is ending; it records what is unfinished
+            if resume is not None:
+                live.active_calls -= 1
+        self.notify()
+
+    async def _activate(self, call: StoredCall) -> LiveRun:
+        """Start the actor of a run that is not alive (the runtime was reopened)."""
+        thread = await self._thread(call.thread_id)
+        run = await self.store.get_run(call.run_id)
+        assert run is not None, f"stored call {call.tool_call_id!r} names a missing run"
+        live = self._runs.get(call.run_id)
+        if live is not None:  # activated meanwhile
+            return live
+        live = LiveRun(thread=thread, run=run, resume_message_id=call.message_id)
+        self._start(live)
+        return live
+
+
+def create_agent_runtime(
+    agent_or_pai: AgentDefinition | Pai,
+    *,
+    store: Store | None = None,
+    capabilities: Any = None,
+    map_error: MapError | None = None,
+    model: Model | None = None,
+    new_id: Callable[[str], str] = uuid_ids,
+) -> AgentRuntime:
+    """Create the runtime for an agent (or a :class:`Pai`'s first agent).
+
+    ``store`` defaults to a new :class:`MemoryStore`; ``model`` defaults to the agent's;
+    ``map_error(exc, call)`` turns an exception of ``execute`` into its ``errorText``.
+    Misconfiguration raises :class:`RuntimeConfigError` here, before anything runs.
+    """
+    check_runtime(agent_or_pai, capabilities=capabilities)
+    if isinstance(agent_or_pai, Pai):
+        if not agent_or_pai.agents:
+            raise PaiError("create_agent_runtime() needs a Pai with at least one agent")
+        agent = next(iter(agent_or_pai.agents.values()))
+    else:
+        agent = agent_or_pai
+    chosen = model if model is not None else agent.model
+    if chosen is None:
+        raise PaiError(
+            f"agent {agent.name!r} has no model; give define_agent(model=...) or "
+            "create_agent_runtime(..., model=...)"
+        )
+    return AgentRuntime(
+        agent,
+        model=chosen,
+        store=store if store is not None else MemoryStore(),
+        map_error=map_error,
+        new_id=new_id,
+    )
