@@ -37,6 +37,7 @@ from ._context import ToolThread as ToolThread
 from ._define_tool import define_tool as define_tool
 from ._errors import DefinitionError as DefinitionError
 from ._errors import InvalidTransition as InvalidTransition
+from ._errors import MigrationRequired as MigrationRequired
 from ._errors import ModelProtocolError as ModelProtocolError
 from ._errors import OutputNotJSON as OutputNotJSON
 from ._errors import PaiError as PaiError
@@ -129,6 +130,7 @@ __all__ = [
     "MemoryBacking",
     "MemoryStore",
     "Message",
+    "MigrationRequired",
     "Model",
     "ModelAssistantMessage",
     "ModelEvent",

@@ -82,7 +82,8 @@ class ToolPreparationError(PaiError):
     ``tool`` is the registration name (``None`` for the agent's ``runtime_context``),
     ``child`` the child's declared name when the failure was in a child registration, and
     ``callback`` which callback failed: ``"runtime_context"``, ``"enabled"``,
-    ``"map_context"`` or ``"description"``. The callback's exception is the ``__cause__``. A
+    ``"map_context"``, ``"description"`` or ``"to_model_output"`` (a converter failed while
+    the history was prepared). The callback's exception is the ``__cause__``. A
     failed child resolution fails the preparation; it never reads as a disabled child.
     """
 
@@ -209,3 +210,19 @@ class ThreadNotFound(PaiError):
 
 class ThreadBusy(PaiError):
     """``send`` on a thread that already has an active (running or waiting) run."""
+
+
+class MigrationRequired(PaiError):
+    """A thread holds an unfinished call of a tool this runtime no longer registers.
+
+    Raised when that thread is loaded (``get_state``, ``pending_actions``, ``send``), never
+    when the runtime opens; other threads are unaffected. ``tool_name`` is the missing
+    registration name, ``tool_call_id`` the call. Register the tool again under that name
+    (or migrate the stored call) to load the thread.
+    """
+
+    def __init__(self, message: str, *, thread_id: str, tool_name: str, tool_call_id: str) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.tool_name = tool_name
+        self.tool_call_id = tool_call_id

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from ._errors import ToolPreparationError
+from ._json import JsonValue, to_json_value
 from ._model import (
     ModelAssistantMessage,
     ModelMessage,
@@ -46,7 +48,10 @@ async def model_messages(
                 elif part.state in ("output-available", "output-error"):
                     given = part.input if part.raw_input is None else part.raw_input
                     calls.append(ModelToolCallPart(part.tool_call_id, part.tool_name, given))
-                    output = await tool_result(part, tools.get(part.tool_name))
+                    registration = (
+                        None if part.type == "dynamic-tool" else tools.get(part.tool_name)
+                    )
+                    output = await tool_result(part, registration)
                     results.append(ModelToolResultPart(part.tool_call_id, part.tool_name, output))
             if calls:
                 out.append(ModelAssistantMessage(calls))
@@ -56,15 +61,39 @@ async def model_messages(
 
 
 async def tool_result(part: ToolPart, registration: ToolRegistration | None) -> ToolResultOutput:
-    """What the model sees of one finished call."""
+    """What the model sees of one finished call.
+
+    A converter's exception, or a result that is neither the AI SDK shape (a dict with
+    exactly ``type`` and ``value``) nor a JSON value, raises :class:`ToolPreparationError`
+    (``callback="to_model_output"``): the history cannot be prepared, so the run fails.
+    """
     if part.state != "output-available":
         return {"type": "error-text", "value": part.error_text or ""}
     convert = None if registration is None else registration.tool.config.to_model_output
-    if convert is not None:
+    if convert is None:
+        return bare_output(part.output)
+    where = f"tool {part.tool_name!r} (call {part.tool_call_id!r})"
+    try:
         value = await call_callback(
             convert, output=part.output, input=part.input, tool_call_id=part.tool_call_id
         )
-        return check_tool_result_output(value, what=f"to_model_output of tool {part.tool_name!r}")
-    if isinstance(part.output, str):
-        return {"type": "text", "value": part.output}
-    return {"type": "json", "value": part.output}
+        if isinstance(value, Mapping) and set(value) == {"type", "value"}:
+            return check_tool_result_output(value, what=f"the to_model_output result of {where}")
+        return bare_output(to_json_value(value, what=f"the to_model_output result of {where}"))
+    except Exception as exc:
+        problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise ToolPreparationError(
+            f"to_model_output of {where} failed ({problem}); the model's history could not be "
+            "prepared, so the run fails. Fix the converter: it must return a JSON value or "
+            '{"type": "text" | "json" | "content", "value": ...}',
+            tool=part.tool_name,
+            child=None,
+            callback="to_model_output",
+        ) from exc
+
+
+def bare_output(value: JsonValue) -> ToolResultOutput:
+    """A bare JSON value as the model sees it: a ``str`` is ``text``, anything else ``json``."""
+    if isinstance(value, str):
+        return {"type": "text", "value": value}
+    return {"type": "json", "value": value}

@@ -14,6 +14,7 @@ continues when all are done, or marks itself ``waiting`` when none is running.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -31,7 +32,6 @@ from ._calls import (
     finish_failure,
     finish_output,
     input_available,
-    new_call,
     suspend,
     to_part,
     write_data,
@@ -49,17 +49,18 @@ from ._context import (
 from ._errors import StoreConflict
 from ._history import model_messages
 from ._model import ModelRequest
-from ._parts import Message, TextPart, ToolDataItem
+from ._parts import ToolDataItem
 from ._prepare import prepare_tools, resolve_runtime_context
 from ._records import RunRecord, StoredCall, ThreadRecord
 from ._registration import ClientTool, call_callback
+from ._run_io import observe_output, read_step, tool_context, write_call
 from ._state import RunStatus
-from ._step import accumulate_step
 
 if TYPE_CHECKING:
     from ._runtime import AgentRuntime
 
 _CLEANUP_SECONDS = 10.0
+_log = logging.getLogger("pai_actors")
 
 
 def now() -> datetime:
@@ -102,6 +103,7 @@ class LiveRun:
     controllers: set[AbortController] = field(default_factory=set)
     cancel_reason: str | None = None
     runtime_context: Any = None
+    context_resolved: bool = False
     ref: Any = None  # ActorRef[RunMessage], set right after spawn
     calls: Supervisor | None = None
     done: trio.Event = field(default_factory=trio.Event)
@@ -156,7 +158,9 @@ async def _loop(
     agent = rt.agent
     thread = live.thread
     scope = RuntimeScope(thread.scope_key, thread.user_key, thread.thread_id, live.identity)
-    live.runtime_context = await resolve_runtime_context(agent, scope)
+    if not live.context_resolved:
+        live.runtime_context = await resolve_runtime_context(agent, scope)
+        live.context_resolved = True
     if live.resume_message_id is not None:
         await _wait_calls(rt, live, calls, mailbox, live.resume_message_id)
     while True:
@@ -170,35 +174,9 @@ async def _loop(
         )
         history = await model_messages(await rt.store.list_messages(thread.thread_id), agent.tools)
         request = ModelRequest(agent.instructions, history, dict(prepared.tools))
-        step = await accumulate_step(rt.model.stream(request))
         message_id = rt.new_id("msg")
-        records = [
-            replace(
-                new_call(c.tool_name, c.tool_call_id, dynamic=c.tool_name in prepared.client_tools),
-                input=c.input,
-            )
-            for c in step.tool_calls
-        ]
-        for record in records:
-            if record.dynamic:
-                rt.client_tools[record.tool_call_id] = prepared.client_tools[record.name]
-        text = [TextPart(text=step.text)] if step.text else []
-        message = Message(
-            id=message_id, role="assistant", parts=(*text, *(to_part(r) for r in records))
-        )
-        async with rt.store.transaction() as tx:
-            tx.append_message(thread.thread_id, message)
-            stored = [
-                tx.put_call(
-                    StoredCall(
-                        thread_id=live.thread_id,
-                        run_id=live.run_id,
-                        message_id=message_id,
-                        record=r,
-                    )
-                )
-                for r in records
-            ]
+        stored = await read_step(rt, live, request, message_id, prepared.client_tools)
+        rt.message_index[message_id] = (live.thread_id, live.run_id)
         if not stored:
             await _set_status(rt, live, "completed")
             return
@@ -264,14 +242,6 @@ async def record_cancelled(
         except StoreConflict:  # a submission resolved it meanwhile
             continue
     return kept
-
-
-async def write_call(rt: AgentRuntime, call: StoredCall, record: CallRecord) -> StoredCall:
-    """Write ``record`` and its tool part in one transaction; return the stored call."""
-    async with rt.store.transaction() as tx:
-        stored = tx.put_call(call.model_copy(update={"record": record}))
-        tx.put_tool_part(call.thread_id, call.message_id, to_part(record))
-    return stored
 
 
 def action_ref(call: StoredCall, action_id: str, suspend_name: str | None) -> PendingActionRef:
@@ -353,14 +323,7 @@ class _CallDriver:
         thread = ToolThread(
             self.live.thread_id, self.live.run_id, self.record.tool_call_id, self.record.name
         )
-        context = self.live.runtime_context
-        if registration.map_context is not None:
-            context = await call_callback(
-                registration.map_context,
-                runtime_context=context,
-                identity=self.live.identity,
-                client_data=self.live.client_data,
-            )
+        context = await tool_context(rt, self.live, registration)
         ctx = ToolContext(
             input=tool_input,
             context=context,
@@ -390,6 +353,7 @@ class _CallDriver:
             else:
                 step = finish_output(self.record, spec, result)
         await self.write(step.record)
+        await observe_output(rt, self.live, self.call)
 
     async def _write_data(
         self, name: str, value: object, item_id: str | None, transient: bool

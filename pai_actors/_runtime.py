@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import Any
@@ -31,9 +31,10 @@ from ._call_record import CallRecord, CallSpec, Resume
 from ._calls import Submission, cancel_action, fail_action, submit
 from ._context import ResumeEntry, ToolThread
 from ._errors import PaiError, StoreConflict, ThreadBusy, ThreadNotFound
+from ._loading import MessageIndex, check_migration, index_calls, pending_action_for
 from ._memory_store import MemoryStore
 from ._model import Model
-from ._parts import Message, TextPart
+from ._parts import Message, TextPart, ToolPart
 from ._pending import PendingActionView
 from ._records import RunRecord, StoredCall, ThreadRecord
 from ._registration import ClientTool
@@ -45,8 +46,8 @@ from ._run import (
     now,
     record_cancelled,
     run_actor,
-    write_call,
 )
+from ._run_io import observe_output, write_call
 from ._state import ThreadState
 from ._store import Store
 
@@ -88,6 +89,7 @@ class AgentRuntime:
         self.store = store
         self.new_id = new_id
         self.client_tools: dict[str, ClientTool] = {}
+        self.message_index: MessageIndex = {}
         self._map_error = map_error
         self._runs: dict[str, LiveRun] = {}
         self._threads: dict[str, LiveRun] = {}
@@ -180,6 +182,14 @@ class AgentRuntime:
             raise ThreadNotFound(f"no thread {thread_id!r}; create it with create_thread()")
         return thread
 
+    async def _load(self, thread_id: str) -> ThreadRecord:
+        """The thread, once its calls are checked (:class:`MigrationRequired`) and indexed."""
+        thread = await self._thread(thread_id)
+        calls = await self.store.list_calls(thread_id)
+        check_migration(thread_id, calls, self.agent.tools)
+        index_calls(self.message_index, calls)
+        return thread
+
     async def send(
         self,
         thread_id: str,
@@ -192,8 +202,10 @@ class AgentRuntime:
         """Append the user's ``text`` and start a run; return its ``run_id``.
 
         A thread has one run at a time: :class:`ThreadBusy` if one is running or waiting.
+        :class:`MigrationRequired` if the thread holds an unfinished call of a tool that is
+        no longer registered.
         """
-        thread = await self._thread(thread_id)
+        thread = await self._load(thread_id)
         active = await self.store.get_active_run(thread_id)
         if active is not None or thread_id in self._threads:
             busy = active.run_id if active is not None else self._threads[thread_id].run_id
@@ -228,8 +240,8 @@ class AgentRuntime:
             await self._changed.wait()
 
     async def get_state(self, thread_id: str) -> ThreadState:
-        """The thread's messages and runs."""
-        await self._thread(thread_id)
+        """The thread's messages and runs (:class:`MigrationRequired`: see :meth:`send`)."""
+        await self._load(thread_id)
         return ThreadState(
             thread_id=thread_id,
             messages=tuple(await self.store.list_messages(thread_id)),
@@ -261,12 +273,23 @@ class AgentRuntime:
     # -- pending actions ---------------------------------------------------------------------
 
     async def pending_actions(self, thread_id: str) -> list[PendingActionView]:
-        """The thread's pending actions, oldest call first."""
-        await self._thread(thread_id)
+        """The thread's pending actions, oldest call first (:class:`MigrationRequired`: see
+        :meth:`send`)."""
+        await self._load(thread_id)
         return [
             PendingActionView(self, action.ref, action.input)
             for action in await self.store.list_pending_actions(thread_id)
         ]
+
+    def get_pending_action(
+        self, message: Message | Mapping[str, Any], part: ToolPart | Mapping[str, Any]
+    ) -> PendingActionView | None:
+        """The pending action ``part`` (of ``message``, from ``get_state``) shows, or ``None``.
+
+        Synchronous: it reads the part. A message of a thread this runtime has not loaded
+        raises :class:`PaiError`.
+        """
+        return pending_action_for(self, message, part)
 
     async def submit_action(self, ref: PendingActionRef, payload: object) -> ActionResult:
         """Submit ``payload`` to the action ``ref`` names (validated by its schema)."""
@@ -314,6 +337,7 @@ class AgentRuntime:
             live = await self._activate(call)
         resume = next((e for e in outcome.effects if isinstance(e, Resume)), None)
         live.status = "running"
+        await observe_output(self, live, call)
         try:
             if resume is not None:
                 entry = ResumeEntry(

@@ -1,0 +1,101 @@
+"""Loading a thread in the runtime: the migration check and the sync pending-action lookup.
+
+Registration names are durable (API §7). When a thread is loaded, :func:`check_migration`
+looks at its stored calls: an unfinished call (not ``done``) of a registered tool whose name
+this runtime no longer registers raises :class:`MigrationRequired`; a terminal one loads
+unchanged. Client-tool (``dynamic-tool``) calls never need a registration.
+
+:func:`pending_action_for` answers ``get_pending_action(message, part)`` without I/O, from
+the part itself and what the runtime learned when it loaded or wrote the message (its
+thread and run, kept in :class:`MessageIndex`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ._actions import PendingActionRef
+from ._errors import MigrationRequired, PaiError
+from ._parts import Message, ToolPart
+from ._pending import PendingActionView
+from ._records import StoredCall
+from ._registration import ToolRegistration
+
+if TYPE_CHECKING:
+    from ._runtime import AgentRuntime
+
+MessageIndex = dict[str, tuple[str, str]]
+"""``message_id -> (thread_id, run_id)`` of the assistant messages holding tool calls."""
+
+
+def check_migration(
+    thread_id: str, calls: Iterable[StoredCall], tools: Mapping[str, ToolRegistration]
+) -> None:
+    """Raise :class:`MigrationRequired` for the first unfinished call of a missing tool."""
+    for call in calls:
+        record = call.record
+        if record.dynamic or record.phase == "done" or record.name in tools:
+            continue
+        registered = ", ".join(map(repr, tools)) or "none"
+        raise MigrationRequired(
+            f"thread {thread_id!r} has the unfinished call {record.tool_call_id!r} of the tool "
+            f"{record.name!r}, which this runtime no longer registers (registered: "
+            f"{registered}); register a tool under the name {record.name!r} again, or migrate "
+            "the stored call, before loading this thread",
+            thread_id=thread_id,
+            tool_name=record.name,
+            tool_call_id=record.tool_call_id,
+        )
+
+
+def index_calls(index: MessageIndex, calls: Iterable[StoredCall]) -> None:
+    """Remember the thread and run of each call's message."""
+    for call in calls:
+        index[call.message_id] = (call.thread_id, call.run_id)
+
+
+def pending_action_for(
+    rt: AgentRuntime, message: Message | Mapping[str, Any], part: ToolPart | Mapping[str, Any]
+) -> PendingActionView | None:
+    """The pending action ``part`` of ``message`` shows, or ``None`` when it shows none.
+
+    ``message`` and ``part`` are objects from ``get_state`` or their wire dicts. A message
+    this runtime has not loaded (``get_state``, ``pending_actions``) or written raises
+    :class:`PaiError`.
+    """
+    if not isinstance(message, Message):
+        message = Message.model_validate(message)
+    if not isinstance(part, ToolPart):
+        part = ToolPart.model_validate(part)
+    where = rt.message_index.get(message.id)
+    if where is None:
+        raise PaiError(
+            f"message {message.id!r} is not known to this runtime; pass a message from "
+            "get_state() (which loads its thread) to get_pending_action()"
+        )
+    if part.state != "input-available":
+        return None
+    thread_id, run_id = where
+    pending = part.pending_suspension
+    if pending is not None:
+        action_id, suspend_name = pending.action_id, pending.name
+        name = f"{part.tool_name}.{suspend_name}"
+        shown = pending.input
+    else:
+        dynamic = part.type == "dynamic-tool"
+        registration = None if dynamic else rt.agent.tools.get(part.tool_name)
+        if not dynamic and (registration is None or registration.tool.has_execute):
+            return None  # still executing: nothing to resolve
+        action_id, suspend_name, name, shown = part.tool_call_id, None, part.tool_name, part.input
+    ref = PendingActionRef(
+        thread_id=thread_id,
+        tool_name=part.tool_name,
+        suspend_name=suspend_name,
+        message_id=message.id,
+        tool_call_id=part.tool_call_id,
+        run_id=run_id,
+        action_id=action_id,
+        name=name,
+    )
+    return PendingActionView(rt, ref, shown)

@@ -1,0 +1,190 @@
+"""The run's I/O helpers: reading a model step into the store, writing a call with its part,
+and the registration callbacks around a call (its context and ``on_output``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ._agent import RuntimeScope
+from ._call_record import CallRecord
+from ._calls import input_delta, new_call, to_part
+from ._errors import StoreConflict
+from ._model import ModelRequest, ToolInputDelta, ToolInputStart
+from ._parts import Message, TextPart
+from ._prepare import resolve_runtime_context
+from ._records import StoredCall
+from ._registration import ClientTool, ToolRegistration, call_callback
+from ._step import StepAccumulator
+
+if TYPE_CHECKING:
+    from ._run import LiveRun
+    from ._runtime import AgentRuntime
+
+_log = logging.getLogger("pai_actors")
+
+
+async def write_call(rt: AgentRuntime, call: StoredCall, record: CallRecord) -> StoredCall:
+    """Write ``record`` and its tool part in one transaction; return the stored call."""
+    async with rt.store.transaction() as tx:
+        stored = tx.put_call(call.model_copy(update={"record": record}))
+        tx.put_tool_part(call.thread_id, call.message_id, to_part(record))
+    return stored
+
+
+async def tool_context(rt: AgentRuntime, live: LiveRun, registration: ToolRegistration) -> Any:
+    """The context a registered tool receives in ``live``: ``map_context`` of the run's."""
+    if not live.context_resolved:  # a run activated by a submission, before its loop began
+        thread = live.thread
+        scope = RuntimeScope(thread.scope_key, thread.user_key, thread.thread_id, live.identity)
+        live.runtime_context = await resolve_runtime_context(rt.agent, scope)
+        live.context_resolved = True
+    if registration.map_context is None:
+        return live.runtime_context
+    return await call_callback(
+        registration.map_context,
+        runtime_context=live.runtime_context,
+        identity=live.identity,
+        client_data=live.client_data,
+    )
+
+
+async def observe_output(rt: AgentRuntime, live: LiveRun, call: StoredCall) -> None:
+    """Call the registration's ``on_output`` for a call that settled with an output.
+
+    ``on_output(*, output, input, tool_call_id, tool_name, context, identity, client_data)``
+    (sync or async) runs after the output is stored; it observes and cannot change it: an
+    exception it raises is logged and otherwise ignored.
+    """
+    record = call.record
+    registration = None if record.dynamic else rt.agent.tools.get(record.name)
+    if (
+        registration is None
+        or registration.on_output is None
+        or record.finish != "output-available"
+    ):
+        return
+    try:
+        await call_callback(
+            registration.on_output,
+            output=record.output,
+            input=record.input,
+            tool_call_id=record.tool_call_id,
+            tool_name=record.name,
+            context=await tool_context(rt, live, registration),
+            identity=live.identity,
+            client_data=live.client_data,
+        )
+    except Exception:
+        _log.exception("on_output of tool %r (call %r) raised", record.name, record.tool_call_id)
+
+
+async def read_step(
+    rt: AgentRuntime,
+    live: LiveRun,
+    request: ModelRequest,
+    message_id: str,
+    client_tools: Mapping[str, ClientTool],
+) -> list[StoredCall]:
+    """Stream one model step into the assistant message ``message_id``; return its calls.
+
+    A streamed call's part is stored in ``input-streaming`` state at its
+    :class:`ToolInputStart` and updated with each delta; the message gets its final text and
+    parts when the step ends. If the stream fails, the calls still streaming end in
+    ``output-error`` before the error propagates.
+    """
+    accumulator = StepAccumulator()
+    streamed: dict[str, StoredCall] = {}
+    appended = False
+    try:
+        events = rt.model.stream(request)
+        try:
+            async for event in events:
+                accumulator.feed(event)
+                if isinstance(event, ToolInputStart):
+                    record = new_call(
+                        event.tool_name,
+                        event.tool_call_id,
+                        dynamic=event.tool_name in client_tools,
+                    )
+                    call = StoredCall(
+                        thread_id=live.thread_id,
+                        run_id=live.run_id,
+                        message_id=message_id,
+                        record=record,
+                    )
+                    async with rt.store.transaction() as tx:
+                        if not appended:
+                            tx.append_message(
+                                live.thread_id,
+                                Message(id=message_id, role="assistant", parts=()),
+                            )
+                        streamed[event.tool_call_id] = tx.put_call(call)
+                        tx.put_tool_part(live.thread_id, message_id, to_part(record))
+                    appended = True
+                    rt.notify()
+                elif isinstance(event, ToolInputDelta):
+                    call = streamed[event.tool_call_id]
+                    streamed[event.tool_call_id] = await write_call(
+                        rt, call, input_delta(call.record, event.delta)
+                    )
+                    rt.notify()
+        finally:
+            aclose = getattr(events, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        step = accumulator.result()
+    except BaseException:
+        with trio.CancelScope(shield=True):
+            for call in streamed.values():
+                if call.record.phase == "streaming":
+                    try:
+                        await write_call(rt, call, _broken_stream(call.record))
+                    except StoreConflict:  # already recorded (e.g. cancelled) meanwhile
+                        pass
+        raise
+    records = []
+    for event in step.tool_calls:
+        before = streamed.get(event.tool_call_id)
+        if before is None:
+            record = new_call(
+                event.tool_name, event.tool_call_id, dynamic=event.tool_name in client_tools
+            )
+        else:
+            record = before.record
+        records.append(replace(record, input=event.input))
+    for record in records:
+        if record.dynamic:
+            rt.client_tools[record.tool_call_id] = client_tools[record.name]
+    text = [TextPart(text=step.text)] if step.text else []
+    message = Message(
+        id=message_id, role="assistant", parts=(*text, *(to_part(r) for r in records))
+    )
+    async with rt.store.transaction() as tx:
+        if appended:
+            tx.replace_message(live.thread_id, message)
+        else:
+            tx.append_message(live.thread_id, message)
+        return [
+            tx.put_call(
+                streamed[r.tool_call_id].model_copy(update={"record": r})
+                if r.tool_call_id in streamed
+                else StoredCall(
+                    thread_id=live.thread_id,
+                    run_id=live.run_id,
+                    message_id=message_id,
+                    record=r,
+                )
+            )
+            for r in records
+        ]
+
+
+def _broken_stream(record: CallRecord) -> CallRecord:
+    text = "the model's stream ended before this call's input was complete"
+    return replace(record, phase="done", finish="output-error", error_text=text, input_text="")
