@@ -41,6 +41,7 @@ from ._errors import MigrationRequired as MigrationRequired
 from ._errors import ModelProtocolError as ModelProtocolError
 from ._errors import OutputNotJSON as OutputNotJSON
 from ._errors import PaiError as PaiError
+from ._errors import RuntimeClosed as RuntimeClosed
 from ._errors import RuntimeConfigError as RuntimeConfigError
 from ._errors import SchemaError as SchemaError
 from ._errors import StoreConflict as StoreConflict
@@ -154,6 +155,7 @@ __all__ = [
     "ResumeEntry",
     "RunRecord",
     "RunState",
+    "RuntimeClosed",
     "RuntimeConfigError",
     "RuntimeScope",
     "SchemaError",

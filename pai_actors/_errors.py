@@ -20,6 +20,7 @@ Every exception this package raises to the application derives from one root::
     ├── InvalidTransition        the runtime sent a tool-call event its state cannot take
     ├── ThreadNotFound           a runtime method named a thread that does not exist
     ├── ThreadBusy               send() on a thread whose run is still running or waiting
+    ├── RuntimeClosed            a runtime method called after the runtime began to close
     └── StoreError               a store cannot do what was asked (a transaction used after
         │                        it ended, a stored record of an unknown shape version)
         └── StoreConflict        a write disagrees with what is stored: a stale revision, a
@@ -210,6 +211,13 @@ class ThreadNotFound(PaiError):
 
 class ThreadBusy(PaiError):
     """``send`` on a thread that already has an active (running or waiting) run."""
+
+
+class RuntimeClosed(PaiError):
+    """A runtime method was called after its ``async with`` block began to exit.
+
+    Raised before anything is written; open a new runtime on the store to go on.
+    """
 
 
 class MigrationRequired(PaiError):

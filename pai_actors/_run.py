@@ -25,8 +25,9 @@ from supervisors import Mailbox, MailboxClosed, MailboxFull, Supervisor, open_su
 
 from ._actions import PendingActionRef
 from ._agent import RuntimeScope
-from ._call_record import CallRecord, Execute
+from ._call_record import CallRecord, CallSpec, Execute
 from ._calls import (
+    Step,
     cancel_call,
     finish_exception,
     finish_failure,
@@ -301,10 +302,10 @@ class _CallDriver:
     async def run(self, entry: InitialEntry | ResumeEntry) -> None:
         rt = self.rt
         spec = rt.spec_for(self.record)
-        registration = rt.agent.tools.get(self.record.name)
         if spec is None:
             await self.write(_unknown_tool(self.record, list(rt.agent.tools)))
             return
+        tool_input: Any = None
         if isinstance(entry, InitialEntry):
             step = input_available(self.record, spec, self.record.input)
             await self.write(step.record)
@@ -312,17 +313,36 @@ class _CallDriver:
             if execute is None:
                 return
             tool_input = execute.input
-        else:
+        thread = ToolThread(
+            self.live.thread_id, self.live.run_id, self.record.tool_call_id, self.record.name
+        )
+        # Everything after the call's initial write is inside this handler: an exception
+        # (resume-time parsing, ``map_context``, ``execute``, a malformed result) ends the
+        # call in ``output-error`` and the run goes on; only cancellation propagates.
+        try:
+            step = await self._execute(entry, spec, tool_input, thread)
+        except Exception as exc:
+            step = finish_exception(self.record, rt.error_text(exc, thread))
+        await self.write(step.record)
+        await observe_output(rt, self.live, self.call)
+
+    async def _execute(
+        self,
+        entry: InitialEntry | ResumeEntry,
+        spec: CallSpec,
+        tool_input: Any,
+        thread: ToolThread,
+    ) -> Step:
+        rt = self.rt
+        if isinstance(entry, ResumeEntry):
             tool_input = (
                 self.record.input
                 if spec.input is None
                 else spec.input.parse(self.record.input, what="input")
             )
+        registration = rt.agent.tools.get(self.record.name)
         assert registration is not None
         assert registration.tool.execute is not None
-        thread = ToolThread(
-            self.live.thread_id, self.live.run_id, self.record.tool_call_id, self.record.name
-        )
         context = await tool_context(rt, self.live, registration)
         ctx = ToolContext(
             input=tool_input,
@@ -337,23 +357,19 @@ class _CallDriver:
         try:
             result = await call_callback(registration.tool.execute, ctx)
         except Exception as exc:
-            step = finish_exception(self.record, rt.error_text(exc, thread))
-        else:
-            if isinstance(result, ToolSuspendResult):
-                step = suspend(
-                    self.record,
-                    spec,
-                    result.name,
-                    result.input,
-                    action_id=rt.new_id("action"),
-                    at=now(),
-                )
-            elif isinstance(result, ToolFailResult):
-                step = finish_failure(self.record, result.message)
-            else:
-                step = finish_output(self.record, spec, result)
-        await self.write(step.record)
-        await observe_output(rt, self.live, self.call)
+            return finish_exception(self.record, rt.error_text(exc, thread))
+        if isinstance(result, ToolSuspendResult):
+            return suspend(
+                self.record,
+                spec,
+                result.name,
+                result.input,
+                action_id=rt.new_id("action"),
+                at=now(),
+            )
+        if isinstance(result, ToolFailResult):
+            return finish_failure(self.record, result.message)
+        return finish_output(self.record, spec, result)
 
     async def _write_data(
         self, name: str, value: object, item_id: str | None, transient: bool

@@ -30,7 +30,7 @@ from ._agent import AgentDefinition, Pai, check_runtime
 from ._call_record import CallRecord, CallSpec, Resume
 from ._calls import Submission, cancel_action, fail_action, submit
 from ._context import ResumeEntry, ToolThread
-from ._errors import PaiError, StoreConflict, ThreadBusy, ThreadNotFound
+from ._errors import PaiError, RuntimeClosed, StoreConflict, ThreadBusy, ThreadNotFound
 from ._loading import MessageIndex, check_migration, index_calls, pending_action_for
 from ._memory_store import MemoryStore
 from ._model import Model
@@ -93,6 +93,7 @@ class AgentRuntime:
         self._map_error = map_error
         self._runs: dict[str, LiveRun] = {}
         self._threads: dict[str, LiveRun] = {}
+        self._sending: set[str] = set()
         self._changed = trio.Event()
         self._stack: AsyncExitStack | None = None
         self._root: Supervisor | None = None
@@ -123,6 +124,14 @@ class AgentRuntime:
         return await self._stack.__aexit__(exc_type, exc, tb)
 
     # -- internals used by the actors -------------------------------------------------------
+
+    def _check_open(self) -> None:
+        """Raise :class:`RuntimeClosed` once the runtime began to close (before any write)."""
+        if self.closing:
+            raise RuntimeClosed(
+                "this runtime is closed (its `async with` block has exited); open a new "
+                "runtime on the store to go on"
+            )
 
     def notify(self) -> None:
         self._changed.set()
@@ -166,6 +175,7 @@ class AgentRuntime:
 
     async def create_thread(self, scope_key: str, user_key: str | None = None) -> str:
         """Create a thread in ``scope_key`` and return its id."""
+        self._check_open()
         thread = ThreadRecord(
             thread_id=self.new_id("thread"),
             scope_key=scope_key,
@@ -205,31 +215,57 @@ class AgentRuntime:
         :class:`MigrationRequired` if the thread holds an unfinished call of a tool that is
         no longer registered.
         """
-        thread = await self._load(thread_id)
-        active = await self.store.get_active_run(thread_id)
-        if active is not None or thread_id in self._threads:
-            busy = active.run_id if active is not None else self._threads[thread_id].run_id
-            raise ThreadBusy(
-                f"thread {thread_id!r} already has the active run {busy!r}; wait for it "
-                "(wait_idle), resolve its pending actions, or cancel it (cancel_run)"
+        self._check_open()
+        # Reserve the thread before the first await: of two concurrent sends, one runs.
+        if thread_id in self._threads or thread_id in self._sending:
+            raise self._busy(thread_id, None)
+        self._sending.add(thread_id)
+        try:
+            thread = await self._load(thread_id)
+            active = await self.store.get_active_run(thread_id)
+            if active is not None or thread_id in self._threads:
+                raise self._busy(thread_id, active)
+            run = RunRecord(
+                thread_id=thread_id, run_id=self.new_id("run"), status="running", created_at=now()
             )
-        run = RunRecord(
-            thread_id=thread_id, run_id=self.new_id("run"), status="running", created_at=now()
-        )
-        message = Message(id=self.new_id("msg"), role="user", parts=(TextPart(text=text),))
-        async with self.store.transaction() as tx:
-            tx.append_message(thread_id, message)
-            run = tx.put_run(run)
-        self._start(
-            LiveRun(
-                thread=thread,
-                run=run,
-                identity=identity,
-                client_data=client_data,
-                client_tools=tuple(client_tools),
+            message = Message(id=self.new_id("msg"), role="user", parts=(TextPart(text=text),))
+            self._check_open()
+            try:
+                async with self.store.transaction() as tx:
+                    tx.append_message(thread_id, message)
+                    run = tx.put_run(run)
+            except StoreConflict as exc:  # another runtime on the store started a run
+                raise self._busy(thread_id, await self.store.get_active_run(thread_id)) from exc
+            if self.closing:  # closed while the run was written: it never starts
+                with trio.CancelScope(shield=True):
+                    async with self.store.transaction() as tx:
+                        tx.put_run(run.model_copy(update={"status": "cancelled"}))
+                self._check_open()
+            self._start(
+                LiveRun(
+                    thread=thread,
+                    run=run,
+                    identity=identity,
+                    client_data=client_data,
+                    client_tools=tuple(client_tools),
+                )
             )
-        )
+        finally:
+            self._sending.discard(thread_id)
         return run.run_id
+
+    def _busy(self, thread_id: str, active: RunRecord | None) -> ThreadBusy:
+        live = self._threads.get(thread_id)
+        if active is not None:
+            busy = repr(active.run_id)
+        elif live is not None:
+            busy = repr(live.run_id)
+        else:
+            busy = "that another send() is starting"
+        return ThreadBusy(
+            f"thread {thread_id!r} already has the active run {busy}; wait for it "
+            "(wait_idle), resolve its pending actions, or cancel it (cancel_run)"
+        )
 
     async def wait_idle(self, thread_id: str) -> None:
         """Return when the thread has no active run, or its run waits only on actions."""
@@ -253,6 +289,7 @@ class AgentRuntime:
 
         Returns once that is recorded. A run that is already over is left as it is.
         """
+        self._check_open()
         live = self._runs.get(run_id)
         if live is not None:
             live.cancel_reason = reason
@@ -293,18 +330,21 @@ class AgentRuntime:
 
     async def submit_action(self, ref: PendingActionRef, payload: object) -> ActionResult:
         """Submit ``payload`` to the action ``ref`` names (validated by its schema)."""
+        self._check_open()
         return await self._resolve(
             ref, lambda record, spec: submit(record, spec, ref.action_id, payload, at=now())
         )
 
     async def cancel_action(self, ref: PendingActionRef, reason: str | None = None) -> ActionResult:
         """Cancel the action: it and its call end as cancelled (with ``reason``)."""
+        self._check_open()
         return await self._resolve(
             ref, lambda record, _: cancel_action(record, ref.action_id, reason, at=now())
         )
 
     async def fail_action(self, ref: PendingActionRef, error: str | BaseException) -> ActionResult:
         """Fail the action: its call ends in ``output-error`` with ``errorText == str(error)``."""
+        self._check_open()
         return await self._resolve(
             ref, lambda record, _: fail_action(record, ref.action_id, error, at=now())
         )
