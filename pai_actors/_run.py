@@ -4,12 +4,18 @@ A run is an actor under the runtime's root supervisor; it opens a ``calls`` supe
 each tool call is a temporary actor under its run, and cancelling a run (its cancel scope)
 cancels its calls. A call actor writes each new :class:`CallRecord` with its tool part in one
 store transaction before acting on the effects. A suspended call's actor exits (passivation:
-the record is durable); an accepted submission makes the runtime send the run a
-:class:`StartCall` with a :class:`ResumeEntry`, and the run spawns a fresh call actor.
+the record is durable).
 
-The run actor is the only writer of its run record. Its mailbox receives :class:`StartCall`
-and :class:`CallChanged`; after each it re-reads its step's calls from the store and
-continues when all are done, or marks itself ``waiting`` when none is running.
+An accepted submission is durable intent: the call is stored ``executing`` with its latest
+episode ``submitted`` (and no result). The runtime only wakes the run (:class:`CallChanged`);
+the run actor, each time it looks at its calls (when it starts, also after an activation in a
+new runtime, and after each message), spawns a resume actor for every such call of the run
+that has no live actor (``LiveRun.live_calls``: nothing is spawned twice). A resume actor
+re-reads its call and does nothing unless it still is such a call.
+
+The run actor is the only writer of its run record. Its mailbox receives :class:`CallChanged`;
+after each it re-reads its run's calls from the store and continues when all of its step's
+are done, or marks itself ``waiting`` when none is running.
 """
 
 from __future__ import annotations
@@ -73,23 +79,27 @@ class CallChanged:
     """A call of the run finished, suspended, or had an action resolved."""
 
 
-@dataclass(frozen=True, slots=True)
-class StartCall:
-    """Spawn a call actor for ``call`` with ``entry`` (the submitter counted it running)."""
-
-    call: StoredCall
-    entry: InitialEntry | ResumeEntry
+RunMessage = CallChanged
 
 
-RunMessage = CallChanged | StartCall
+def resumable(record: CallRecord, action_id: str | None = None) -> bool:
+    """Whether ``record`` is an accepted submission whose resume has not run to a result:
+    ``executing`` with its latest episode ``submitted`` (that of ``action_id``, if given)."""
+    if record.phase != "executing" or not record.episodes:
+        return False
+    last = record.episodes[-1]
+    return last.state == "submitted" and (action_id is None or last.action_id == action_id)
 
 
 @dataclass(eq=False)
 class LiveRun:
     """A run whose actor is alive: the runtime's in-memory handle on it.
 
-    ``status`` and ``active_calls`` are what ``wait_idle`` looks at; both change only
-    synchronously, so a reader never sees a half-made change.
+    ``status``, ``active_calls`` and ``changed`` are what ``wait_idle`` looks at; they
+    change only synchronously, so a reader never sees a half-made change. ``changed`` is set
+    by a submission and cleared when the run actor re-reads its calls. ``cancelling`` is set
+    by ``cancel_run``: no action of the run is resolved any more. ``live_calls`` holds the
+    tool call ids that have a live call actor.
     """
 
     thread: ThreadRecord
@@ -101,6 +111,9 @@ class LiveRun:
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     status: Literal["running", "waiting"] = "running"
     active_calls: int = 0
+    changed: bool = False
+    cancelling: bool = False
+    live_calls: set[str] = field(default_factory=set)
     controllers: set[AbortController] = field(default_factory=set)
     cancel_reason: str | None = None
     runtime_context: Any = None
@@ -182,7 +195,6 @@ async def _loop(
             await _set_status(rt, live, "completed")
             return
         for call in stored:
-            live.active_calls += 1
             _spawn_call(rt, live, calls, call, InitialEntry())
         await _wait_calls(rt, live, calls, mailbox, message_id)
 
@@ -194,18 +206,24 @@ async def _wait_calls(
     mailbox: Mailbox[RunMessage],
     message_id: str,
 ) -> None:
-    """Return once every call of the message ``message_id`` is done."""
+    """Return once every call of the message ``message_id`` is done.
+
+    Each look spawns a resume actor for every accepted submission of the run without one.
+    """
     while True:
-        step_calls = [
-            c for c in await rt.store.list_calls(live.thread_id) if c.message_id == message_id
+        live.changed = False
+        run_calls = [
+            c for c in await rt.store.list_calls(live.thread_id) if c.run_id == live.run_id
         ]
-        if live.active_calls == 0:
+        for call in run_calls:
+            if call.record.tool_call_id not in live.live_calls and resumable(call.record):
+                _spawn_call(rt, live, calls, call, None)
+        if live.active_calls == 0 and not live.changed:
+            step_calls = [c for c in run_calls if c.message_id == message_id]
             if all(c.record.phase == "done" for c in step_calls):
                 return
             await _set_status(rt, live, "waiting")
-        message = await mailbox.receive()
-        if isinstance(message, StartCall):
-            _spawn_call(rt, live, calls, message.call, message.entry)
+        await mailbox.receive()
 
 
 async def _set_status(
@@ -228,20 +246,26 @@ async def record_cancelled(
     keep_pending: bool = False,
 ) -> bool:
     """Record every unfinished call of the run as cancelled (with ``keep_pending``, only the
-    running ones); return whether a pending call was kept."""
+    running ones); return whether a pending call was kept.
+
+    A call changed meanwhile (a submission resolved it) is read again, until it is recorded.
+    """
     kept = False
-    for call in await rt.store.list_calls(thread_id):
-        record = call.record
-        if call.run_id != run_id or record.phase == "done":
+    for listed in await rt.store.list_calls(thread_id):
+        if listed.run_id != run_id:
             continue
-        if keep_pending and record.phase in ("suspended", "awaiting_output"):
-            kept = True
-            continue
-        step = cancel_call(record, reason, at=now())
-        try:
-            await write_call(rt, call, step.record)
-        except StoreConflict:  # a submission resolved it meanwhile
-            continue
+        call: StoredCall | None = listed
+        while call is not None and call.record.phase != "done":
+            record = call.record
+            if keep_pending and record.phase in ("suspended", "awaiting_output"):
+                kept = True
+                break
+            step = cancel_call(record, reason, at=now())
+            try:
+                await write_call(rt, call, step.record)
+                break
+            except StoreConflict:  # changed meanwhile: judge it again
+                call = await rt.store.get_call(record.tool_call_id)
     return kept
 
 
@@ -264,21 +288,32 @@ def _spawn_call(
     live: LiveRun,
     calls: Supervisor,
     call: StoredCall,
-    entry: InitialEntry | ResumeEntry,
+    entry: InitialEntry | None,
 ) -> None:
-    """Start ``call`` as a temporary actor under the run (already counted as running)."""
+    """Start ``call`` as a temporary actor under the run; ``entry`` ``None`` resumes the
+    call's accepted submission (as stored when the actor runs)."""
+    tool_call_id = call.record.tool_call_id
+    controller = AbortController()
 
     async def tool_call(mailbox: Mailbox[None]) -> None:
-        controller = AbortController()
-        live.controllers.add(controller)
         try:
             await _CallDriver(rt, live, call, controller).run(entry)
         finally:
             live.controllers.discard(controller)
+            live.live_calls.discard(tool_call_id)
             live.active_calls -= 1
             live.wake()
 
-    calls.spawn(tool_call, restart="temporary")
+    live.controllers.add(controller)
+    live.live_calls.add(tool_call_id)
+    live.active_calls += 1
+    try:
+        calls.spawn(tool_call, restart="temporary")
+    except BaseException:
+        live.controllers.discard(controller)
+        live.live_calls.discard(tool_call_id)
+        live.active_calls -= 1
+        raise
 
 
 class _CallDriver:
@@ -299,14 +334,19 @@ class _CallDriver:
     async def write(self, record: CallRecord) -> None:
         self.call = await write_call(self.rt, self.call, record)
 
-    async def run(self, entry: InitialEntry | ResumeEntry) -> None:
+    async def run(self, entry: InitialEntry | None) -> None:
         rt = self.rt
+        if entry is None:  # a resume: only of a submission still waiting for it
+            current = await rt.store.get_call(self.record.tool_call_id)
+            if current is None or not resumable(current.record):
+                return
+            self.call = current
         spec = rt.spec_for(self.record)
         if spec is None:
             await self.write(_unknown_tool(self.record, list(rt.agent.tools)))
             return
         tool_input: Any = None
-        if isinstance(entry, InitialEntry):
+        if entry is not None:
             step = input_available(self.record, spec, self.record.input)
             await self.write(step.record)
             execute = next((e for e in step.effects if isinstance(e, Execute)), None)
@@ -320,11 +360,23 @@ class _CallDriver:
         # (resume-time parsing, ``map_context``, ``execute``, a malformed result) ends the
         # call in ``output-error`` and the run goes on; only cancellation propagates.
         try:
-            step = await self._execute(entry, spec, tool_input, thread)
+            step = await self._execute(
+                entry if entry is not None else self._resume_entry(spec), spec, tool_input, thread
+            )
         except Exception as exc:
             step = finish_exception(self.record, rt.error_text(exc, thread))
         await self.write(step.record)
         await observe_output(rt, self.live, self.call)
+
+    def _resume_entry(self, spec: CallSpec) -> ResumeEntry:
+        """The entry of the stored call's accepted submission (its latest episode)."""
+        episode = self.record.episodes[-1]
+        schemas = spec.suspend.get(episode.name)
+        resume = (
+            episode.resume if schemas is None else schemas[1].parse(episode.resume, what="resume")
+        )
+        ref = action_ref(self.call, episode.action_id, episode.name)
+        return ResumeEntry(episode.name, resume, ref)
 
     async def _execute(
         self,

@@ -3,18 +3,28 @@
 ``AgentRuntime`` is an async context manager owning the root supervisor: each run is an
 actor under it, and each tool call an actor under its run (see ``_run``). Pending actions
 are resolved here: the submission is judged by the pure core (``_calls``), written with the
-call's part in one transaction, and then the run is told (a :class:`StartCall` with a
-:class:`ResumeEntry` for an accepted suspension). A run that is not alive (after the runtime
-was reopened on the same store) is activated again first.
+call's part in one transaction, and then the run is woken; its actor resumes every accepted
+submission without a live actor (see ``_run``). A run that is not alive (after the runtime
+was reopened on the same store) is activated by a runtime-owned task, never in the
+submitter's cancel scope, and only while its stored status is ``running`` or ``waiting``.
+
+Activation in a fresh runtime: loading a thread (``send``, ``get_state``,
+``pending_actions``) activates each run of it that holds an accepted submission whose resume
+never ran (``executing``, latest episode ``submitted``, no result) — the thread is read
+there anyway, and the store has no listing of all threads to scan when the runtime opens.
 
 Concurrency contract: every method may be called from any task of the trio run that entered
 the runtime. A submission either resolves its action and returns ``accepted``, or returns
-``rejected`` (or raises) and leaves it pending; an action resolves once.
+``rejected`` (or raises) and leaves it pending; an action resolves once. ``accepted`` means
+the resume is durable: it runs in this runtime, or, if it is closing, when a later runtime
+loads the thread. A submission to a run that is being cancelled, or whose stored run is no
+longer active, is rejected.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
@@ -23,13 +33,13 @@ from typing import Any
 
 import trio
 
-from supervisors import MailboxClosed, Supervisor, open_supervisor
+from supervisors import Supervisor, open_supervisor
 
 from ._actions import ActionResult, PendingActionRef
 from ._agent import AgentDefinition, Pai, check_runtime
-from ._call_record import CallRecord, CallSpec, Resume
+from ._call_record import CallRecord, CallSpec
 from ._calls import Submission, cancel_action, fail_action, submit
-from ._context import ResumeEntry, ToolThread
+from ._context import ToolThread
 from ._errors import PaiError, RuntimeClosed, StoreConflict, ThreadBusy, ThreadNotFound
 from ._loading import MessageIndex, check_migration, index_calls, pending_action_for
 from ._memory_store import MemoryStore
@@ -38,15 +48,7 @@ from ._parts import Message, TextPart, ToolPart
 from ._pending import PendingActionView
 from ._records import RunRecord, StoredCall, ThreadRecord
 from ._registration import ClientTool
-from ._run import (
-    CallChanged,
-    LiveRun,
-    StartCall,
-    action_ref,
-    now,
-    record_cancelled,
-    run_actor,
-)
+from ._run import LiveRun, now, record_cancelled, resumable, run_actor
 from ._run_io import observe_output, write_call
 from ._state import ThreadState
 from ._store import Store
@@ -55,6 +57,7 @@ MapError = Callable[[Exception, ToolThread], str]
 """``map_error(exc, call) -> str``: the ``errorText`` for an exception ``execute`` raised."""
 
 _RUN_MAILBOX = 1024
+_log = logging.getLogger("pai_actors")
 
 
 def uuid_ids(prefix: str) -> str:
@@ -97,6 +100,9 @@ class AgentRuntime:
         self._changed = trio.Event()
         self._stack: AsyncExitStack | None = None
         self._root: Supervisor | None = None
+        self._nursery: trio.Nursery | None = None
+        self._activating: dict[str, str] = {}  # run_id -> thread_id
+        self._cancelling: set[str] = set()  # runs cancel_run cancels while not alive
         self.closing = False
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -106,6 +112,7 @@ class AgentRuntime:
             raise PaiError("this runtime was already opened; create a new one")
         self._stack = AsyncExitStack()
         self._root = await self._stack.enter_async_context(open_supervisor(name="runtime"))
+        self._nursery = await self._stack.enter_async_context(trio.open_nursery())
         return self
 
     async def __aexit__(
@@ -116,7 +123,9 @@ class AgentRuntime:
     ) -> bool | None:
         assert self._stack is not None
         assert self._root is not None
+        assert self._nursery is not None
         self.closing = True
+        self._nursery.cancel_scope.cancel()
         for live in list(self._runs.values()):
             for controller in list(live.controllers):
                 controller.abort(None)
@@ -198,6 +207,9 @@ class AgentRuntime:
         calls = await self.store.list_calls(thread_id)
         check_migration(thread_id, calls, self.agent.tools)
         index_calls(self.message_index, calls)
+        for call in calls:
+            if resumable(call.record):
+                self._activate_soon(call)
         return thread
 
     async def send(
@@ -271,7 +283,10 @@ class AgentRuntime:
         """Return when the thread has no active run, or its run waits only on actions."""
         while True:
             live = self._threads.get(thread_id)
-            if live is None or (live.status == "waiting" and live.active_calls == 0):
+            if thread_id not in self._activating.values() and (
+                live is None
+                or (live.status == "waiting" and live.active_calls == 0 and not live.changed)
+            ):
                 return
             await self._changed.wait()
 
@@ -292,20 +307,26 @@ class AgentRuntime:
         self._check_open()
         live = self._runs.get(run_id)
         if live is not None:
+            live.cancelling = True
             live.cancel_reason = reason
             for controller in list(live.controllers):
                 controller.abort(reason)
             live.scope.cancel()
             await live.done.wait()
             return
-        run = await self.store.get_run(run_id)
-        if run is None:
-            raise PaiError(f"no run {run_id!r}; use a run_id that send() returned")
-        if run.active:
-            await record_cancelled(self, run.thread_id, run_id, reason)
-            async with self.store.transaction() as tx:
-                tx.put_run(run.model_copy(update={"status": "cancelled"}))
-            self.notify()
+        # Not alive: no submission resolves and no activation starts it until it is recorded.
+        self._cancelling.add(run_id)
+        try:
+            run = await self.store.get_run(run_id)
+            if run is None:
+                raise PaiError(f"no run {run_id!r}; use a run_id that send() returned")
+            if run.active:
+                await record_cancelled(self, run.thread_id, run_id, reason)
+                async with self.store.transaction() as tx:
+                    tx.put_run(run.model_copy(update={"status": "cancelled"}))
+                self.notify()
+        finally:
+            self._cancelling.discard(run_id)
 
     # -- pending actions ---------------------------------------------------------------------
 
@@ -363,6 +384,19 @@ class AgentRuntime:
             outcome = decide(call.record, spec)
             if outcome.result.status == "rejected":
                 return outcome.result
+            run = await self.store.get_run(call.run_id)
+            if run is None or not run.active:
+                status = "missing" if run is None else run.status
+                return ActionResult.rejected(
+                    f"the run {call.run_id!r} of action {ref.action_id!r} is {status}; its "
+                    "actions can no longer be resolved"
+                )
+            live = self._runs.get(call.run_id)
+            if call.run_id in self._cancelling or (live is not None and live.cancelling):
+                return ActionResult.rejected(
+                    f"the run {call.run_id!r} was cancelled; action {ref.action_id!r} can no "
+                    "longer be resolved"
+                )
             try:
                 stored = await write_call(self, call, outcome.record)
             except StoreConflict:  # resolved or changed meanwhile: judge it again
@@ -371,38 +405,59 @@ class AgentRuntime:
             return outcome.result
 
     async def _continue(self, call: StoredCall, outcome: Submission) -> None:
-        """Tell the call's run what the accepted submission changed (activating it)."""
+        """Wake the call's run after an accepted submission (activating it if not alive).
+
+        Nothing here can lose the submission: the stored call is the intent, and the run's
+        actor resumes it whenever it looks at its calls.
+        """
         live = self._runs.get(call.run_id)
         if live is None:
-            live = await self._activate(call)
-        resume = next((e for e in outcome.effects if isinstance(e, Resume)), None)
-        live.status = "running"
-        await observe_output(self, live, call)
-        try:
-            if resume is not None:
-                entry = ResumeEntry(
-                    resume.name, resume.resume, action_ref(call, resume.action_id, resume.name)
-                )
-                live.active_calls += 1
-                live.ref.tell_nowait(StartCall(call, entry))
-            else:
-                live.ref.tell_nowait(CallChanged())
-        except MailboxClosed:  # the run is ending; it records what is unfinished
-            if resume is not None:
-                live.active_calls -= 1
+            self._activate_soon(call)
+            return
+        live.changed = True
         self.notify()
+        try:
+            await observe_output(self, live, call)
+        finally:
+            live.wake()
 
-    async def _activate(self, call: StoredCall) -> LiveRun:
-        """Start the actor of a run that is not alive (the runtime was reopened)."""
-        thread = await self._thread(call.thread_id)
-        run = await self.store.get_run(call.run_id)
-        assert run is not None, f"stored call {call.tool_call_id!r} names a missing run"
-        live = self._runs.get(call.run_id)
-        if live is not None:  # activated meanwhile
-            return live
-        live = LiveRun(thread=thread, run=run, resume_message_id=call.message_id)
-        self._start(live)
-        return live
+    def _activate_soon(self, call: StoredCall) -> None:
+        """Activate the run of ``call`` in a runtime-owned task (unless it is alive)."""
+        run_id = call.run_id
+        if (
+            self.closing
+            or self._nursery is None
+            or run_id in self._runs
+            or run_id in self._activating
+            or run_id in self._cancelling
+        ):
+            return
+        self._activating[run_id] = call.thread_id
+        self._nursery.start_soon(self._activate, call)
+
+    async def _activate(self, call: StoredCall) -> None:
+        """Start the actor of a run that is not alive, if its stored run is still active."""
+        run_id = call.run_id
+        try:
+            thread = await self._thread(call.thread_id)
+            run = await self.store.get_run(run_id)
+            if run is None or not run.active:
+                return
+            live = LiveRun(thread=thread, run=run, resume_message_id=call.message_id)
+            await observe_output(self, live, call)  # a submitted output action's on_output
+            if (
+                self.closing
+                or run_id in self._runs
+                or run_id in self._cancelling
+                or call.thread_id in self._threads
+            ):
+                return
+            self._start(live)
+        except Exception:  # the store failed: the stored intent stays for the next load
+            _log.exception("activating run %r failed", run_id)
+        finally:
+            del self._activating[run_id]
+            self.notify()
 
 
 def create_agent_runtime(

@@ -6,12 +6,16 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 from pydantic import BaseModel
 
 from pai_actors import (
     MemoryStore,
+    ResumeEntry,
     RuntimeClosed,
+    SuspendPoint,
     ThreadBusy,
+    ToolContext,
     ToolRegistration,
     define_agent,
     define_tool,
@@ -110,3 +114,205 @@ async def test_two_concurrent_sends_one_wins_the_other_gets_thread_busy(
             assert sum(isinstance(r, ThreadBusy) for r in results) == 1
             assert [r.status for r in state.runs] == ["completed"]
             assert [m.role for m in state.messages] == ["user", "assistant"]
+
+
+class Summary(BaseModel):
+    summary: str
+
+
+class Decision(BaseModel):
+    approved: bool
+
+
+def _ask_tool(resumed: list[str] | None = None) -> Any:
+    async def execute(ctx: ToolContext) -> Any:
+        if isinstance(ctx.entry, ResumeEntry):
+            if resumed is not None:
+                resumed.append(ctx.thread.tool_call_id)
+            return {"approved": ctx.entry.resume.approved}
+        return ctx.suspend("approval", {"summary": ctx.input.summary})
+
+    return define_tool(
+        id="t.ask.v1",
+        description="Ask.",
+        input_schema=Summary,
+        suspend={"approval": SuspendPoint(suspend_schema=Summary, resume_schema=Decision)},
+        execute=execute,
+    )
+
+
+async def _suspended_thread(agent: Any, store: MemoryStore) -> tuple[str, str]:
+    """A thread whose run waits on one ``ask`` call, left by a closed runtime."""
+    model = ScriptedModel([[tool_call("ask", {"summary": "s"})]])
+    async with create_test_runtime(agent, model=model, store=store) as rt:
+        tid = await rt.create_thread("s")
+        run_id = await rt.send(tid, "go")
+        await rt.wait_idle(tid)
+    return tid, run_id
+
+
+class _CancelAfterCallWrite(MemoryStore):
+    """Cancels ``scope`` at the first read after a commit that stored an executing call."""
+
+    scope: trio.CancelScope | None = None
+    armed = False
+
+    async def commit(self, writes: Any) -> None:
+        await super().commit(writes)
+        if self.scope is not None:
+            self.armed = True
+
+    async def get_run(self, run_id: str) -> Any:
+        if self.armed and self.scope is not None:
+            self.scope.cancel()
+        return await super().get_run(run_id)
+
+    async def get_thread(self, thread_id: str) -> Any:
+        if self.armed and self.scope is not None:
+            self.scope.cancel()
+        return await super().get_thread(thread_id)
+
+
+@pytest.mark.parametrize("cancel_before_write", [False, True])
+async def test_cancelled_submitter_during_activation_still_resumes_the_call(
+    cancel_before_write: bool,
+) -> None:
+    agent = define_agent(name="a", tools={"ask": _ask_tool()})
+    store = MemoryStore()
+    with trio.fail_after(10):
+        tid, _ = await _suspended_thread(agent, store)
+        hooked = _CancelAfterCallWrite(store.backing)
+        model = ScriptedModel([text("resumed")])
+        async with create_test_runtime(agent, model=model, store=hooked) as rt:
+            [action] = await rt.pending_actions(tid)
+            with trio.CancelScope() as scope:
+                hooked.scope = scope
+                hooked.armed = cancel_before_write
+                await action.submit({"approved": True})
+            hooked.scope = None
+            await rt.wait_idle(tid)
+            if await rt.pending_actions(tid):  # cancelled before its write: still pending
+                assert cancel_before_write
+                assert (await action.submit({"approved": True})).status == "accepted"
+                await rt.wait_idle(tid)
+            state = await rt.get_state(tid)
+            assert [r.status for r in state.runs] == ["completed"]
+            assert [p.state for p in _tool_parts(state)] == ["output-available"]
+            assert await rt.pending_actions(tid) == []
+            assert len(model.requests) == 1
+            assert await rt.store.get_active_run(tid) is None  # the thread is free
+
+
+@pytest.mark.parametrize("k", range(8))
+async def test_closing_while_a_submission_activates_its_run_loses_nothing(k: int) -> None:
+    agent = define_agent(name="a", tools={"ask": _ask_tool()})
+    store = MemoryStore()
+    with trio.fail_after(10):
+        tid, _ = await _suspended_thread(agent, store)
+        results: list[str] = []
+        async with trio.open_nursery() as outer:
+            model = ScriptedModel([text("resumed")])
+            async with create_test_runtime(agent, model=model, store=store.reopen()) as rt:
+                [action] = await rt.pending_actions(tid)
+
+                async def submit() -> None:
+                    try:
+                        results.append((await action.submit({"approved": True})).status)
+                    except RuntimeClosed:
+                        results.append("closed")
+
+                outer.start_soon(submit)
+                for _ in range(k):
+                    await trio.lowlevel.checkpoint()
+        # A later runtime loading the thread activates the run and resumes the call.
+        model = ScriptedModel([text("resumed")])
+        async with create_test_runtime(agent, model=model, store=store.reopen()) as rt:
+            pending = await rt.pending_actions(tid)
+            await rt.wait_idle(tid)
+            if results == ["closed"] or pending:
+                assert results == ["closed"]
+                [action] = pending
+                assert (await action.submit({"approved": True})).status == "accepted"
+                await rt.wait_idle(tid)
+            state = await rt.get_state(tid)
+            assert results in (["closed"], ["accepted"])
+            runs = [r.status for r in state.runs]
+            parts = [(p.state, p.error_text) for p in _tool_parts(state)]
+            # Either the closing runtime recorded the started resume as cancelled, or the
+            # stored intent was resumed here; never left executing.
+            assert (runs, parts) in (
+                (["completed"], [("output-available", None)]),
+                (["cancelled"], [("output-error", "The tool call was cancelled.")]),
+            ), (runs, parts)
+            assert await rt.pending_actions(tid) == []
+            assert all(c.record.phase == "done" for c in await store.list_calls(tid))
+
+
+@pytest.mark.parametrize("store_type", [MemoryStore, YieldingStore])
+@pytest.mark.parametrize("k", range(12))
+async def test_submit_racing_cancel_run_of_a_live_run_leaves_nothing_running(
+    store_type: type[MemoryStore], k: int
+) -> None:
+    resumed: list[str] = []
+    tool = _ask_tool(resumed)
+    agent = define_agent(name="a", tools={"ask1": tool, "ask2": tool})
+    model = ScriptedModel(
+        [[tool_call("ask1", {"summary": "1"}), tool_call("ask2", {"summary": "2"})], text("after")]
+    )
+    store = store_type()
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=model, store=store) as rt:
+            tid = await rt.create_thread("s")
+            run_id = await rt.send(tid, "go")
+            await rt.wait_idle(tid)
+            [action] = [a for a in await rt.pending_actions(tid) if a.ref.tool_name == "ask2"]
+            results: list[str] = []
+
+            async def submit() -> None:
+                for _ in range(k):
+                    await trio.lowlevel.checkpoint()
+                results.append((await action.submit({"approved": True})).status)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(rt.cancel_run, run_id, "stop")
+                nursery.start_soon(submit)
+            await trio.testing.wait_all_tasks_blocked()
+            await rt.wait_idle(tid)
+            state = await rt.get_state(tid)
+            assert [r.status for r in state.runs] == ["cancelled"]
+            assert [p.state for p in _tool_parts(state)] == ["output-error", "output-error"]
+            assert resumed == []
+            assert len(model.requests) == 1
+            assert await rt.pending_actions(tid) == []
+        assert all(c.record.phase == "done" for c in await store.list_calls(tid))
+        assert [r.status for r in await store.list_runs(tid)] == ["cancelled"]
+
+
+@pytest.mark.parametrize("k", range(8))
+async def test_submit_racing_cancel_run_of_a_passivated_run_never_revives_it(k: int) -> None:
+    resumed: list[str] = []
+    agent = define_agent(name="a", tools={"ask": _ask_tool(resumed)})
+    store = MemoryStore()
+    with trio.fail_after(10):
+        tid, run_id = await _suspended_thread(agent, store)
+        model = ScriptedModel([text("resumed")])
+        async with create_test_runtime(agent, model=model, store=store.reopen()) as rt:
+            [action] = await rt.pending_actions(tid)
+            results: list[str] = []
+
+            async def submit() -> None:
+                for _ in range(k):
+                    await trio.lowlevel.checkpoint()
+                results.append((await action.submit({"approved": True})).status)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(rt.cancel_run, run_id, "stop")
+                nursery.start_soon(submit)
+            await rt.wait_idle(tid)
+            state = await rt.get_state(tid)
+            assert [r.status for r in state.runs] == ["cancelled"]
+            assert [(p.state, p.error_text) for p in _tool_parts(state)] == [
+                ("output-error", "The tool call was cancelled: stop")
+            ]
+            assert resumed == []
+            assert model.requests == []
