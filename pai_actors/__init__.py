@@ -52,6 +52,7 @@ from ._errors import ToolDefinitionError as ToolDefinitionError
 from ._errors import ToolPreparationError as ToolPreparationError
 from ._errors import ValidationFailed as ValidationFailed
 from ._errors import ValidationIssue as ValidationIssue
+from ._errors import WatchOverflow as WatchOverflow
 from ._json import MAX_SAFE_INTEGER as MAX_SAFE_INTEGER
 from ._json import JsonValue as JsonValue
 from ._json import to_json_value as to_json_value
@@ -85,6 +86,7 @@ from ._parts import ToolDataItem as ToolDataItem
 from ._parts import ToolPart as ToolPart
 from ._parts import get_tool_name as get_tool_name
 from ._pending import PendingActionView as PendingActionView
+from ._records import ClientToolRecord as ClientToolRecord
 from ._records import OpenAction as OpenAction
 from ._records import RunRecord as RunRecord
 from ._records import StoredCall as StoredCall
@@ -107,6 +109,13 @@ from ._tool import SuspendPoint as SuspendPoint
 from ._tool import ToolConfig as ToolConfig
 from ._tool import ToolDefinition as ToolDefinition
 from ._tool import ToolWireSpec as ToolWireSpec
+from ._watch import MessageAppended as MessageAppended
+from ._watch import MessageReplaced as MessageReplaced
+from ._watch import RunStatusChanged as RunStatusChanged
+from ._watch import ThreadUpdate as ThreadUpdate
+from ._watch import ThreadWatch as ThreadWatch
+from ._watch import ToolDataUpdated as ToolDataUpdated
+from ._watch import ToolPartUpdated as ToolPartUpdated
 
 __version__ = "0.1.0"
 
@@ -121,6 +130,7 @@ __all__ = [
     "Capability",
     "ChildToolInfo",
     "ClientTool",
+    "ClientToolRecord",
     "DefinitionError",
     "DescriptionContext",
     "Finish",
@@ -131,6 +141,8 @@ __all__ = [
     "MemoryBacking",
     "MemoryStore",
     "Message",
+    "MessageAppended",
+    "MessageReplaced",
     "MigrationRequired",
     "Model",
     "ModelAssistantMessage",
@@ -155,6 +167,7 @@ __all__ = [
     "ResumeEntry",
     "RunRecord",
     "RunState",
+    "RunStatusChanged",
     "RuntimeClosed",
     "RuntimeConfigError",
     "RuntimeScope",
@@ -173,11 +186,14 @@ __all__ = [
     "ThreadNotFound",
     "ThreadRecord",
     "ThreadState",
+    "ThreadUpdate",
+    "ThreadWatch",
     "ToolApproval",
     "ToolCallEvent",
     "ToolConfig",
     "ToolContext",
     "ToolDataItem",
+    "ToolDataUpdated",
     "ToolDataWriter",
     "ToolDefinition",
     "ToolDefinitionError",
@@ -185,6 +201,7 @@ __all__ = [
     "ToolInputDelta",
     "ToolInputStart",
     "ToolPart",
+    "ToolPartUpdated",
     "ToolPreparationError",
     "ToolRegistration",
     "ToolResultOutput",
@@ -195,6 +212,7 @@ __all__ = [
     "UploadedFile",
     "ValidationFailed",
     "ValidationIssue",
+    "WatchOverflow",
     "__version__",
     "capability",
     "create_agent_runtime",

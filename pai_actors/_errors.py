@@ -21,6 +21,7 @@ Every exception this package raises to the application derives from one root::
     ├── ThreadNotFound           a runtime method named a thread that does not exist
     ├── ThreadBusy               send() on a thread whose run is still running or waiting
     ├── RuntimeClosed            a runtime method called after the runtime began to close
+    ├── WatchOverflow            a watch fell too far behind the runtime and was dropped
     └── StoreError               a store cannot do what was asked (a transaction used after
         │                        it ended, a stored record of an unknown shape version)
         └── StoreConflict        a write disagrees with what is stored: a stale revision, a
@@ -234,3 +235,11 @@ class MigrationRequired(PaiError):
         self.thread_id = thread_id
         self.tool_name = tool_name
         self.tool_call_id = tool_call_id
+
+
+class WatchOverflow(PaiError):
+    """A watch (``AgentRuntime.watch``) fell more than its capacity of updates behind.
+
+    The runtime never waits for a watcher: it dropped this one, and its next receive (after
+    the updates already buffered) raises this. Read ``get_state`` again and watch anew.
+    """

@@ -48,8 +48,22 @@ class ThreadRecord(StoreRecord):
     created_at: AwareDatetime
 
 
+class ClientToolRecord(StoreRecord):
+    """A request-time client tool as its run stores it: ``name``, ``description`` and the
+    ``input_schema`` (JSON Schema) it was offered with."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Json]
+
+
 class RunRecord(StoreRecord):
     """One run of a thread: ``status`` and, for a failed run, its ``error``.
+
+    The request that started it is stored with it, so a run activated by a later runtime
+    sees the same request: ``identity`` and ``client_data`` (JSON; ``None`` by default) and
+    the request-time ``client_tools`` (``()`` by default). Records written before these
+    fields existed read with the defaults.
 
     ``revision`` is the store's optimistic-concurrency counter (see the module docstring).
     """
@@ -59,6 +73,9 @@ class RunRecord(StoreRecord):
     status: RunStatus
     error: str | None = None
     created_at: AwareDatetime
+    identity: Json = None
+    client_data: Json = None
+    client_tools: tuple[ClientToolRecord, ...] = ()
     revision: int = Field(default=0, ge=0)
 
     @property

@@ -31,7 +31,7 @@ from supervisors import Mailbox, MailboxClosed, MailboxFull, Supervisor, open_su
 
 from ._actions import PendingActionRef
 from ._agent import RuntimeScope
-from ._call_record import CallRecord, CallSpec, Execute
+from ._call_record import CallRecord, CallSpec, DataWritten, Execute
 from ._calls import (
     Step,
     cancel_call,
@@ -62,6 +62,7 @@ from ._records import RunRecord, StoredCall, ThreadRecord
 from ._registration import ClientTool, call_callback
 from ._run_io import observe_output, read_step, tool_context, write_call
 from ._state import RunStatus
+from ._watch import ToolDataUpdated
 
 if TYPE_CHECKING:
     from ._runtime import AgentRuntime
@@ -230,7 +231,7 @@ async def _set_status(
     rt: AgentRuntime, live: LiveRun, status: RunStatus, *, error: str | None = None
 ) -> None:
     if live.run.status != status or live.run.error != error:
-        async with rt.store.transaction() as tx:
+        async with rt.transaction() as tx:
             live.run = tx.put_run(live.run.model_copy(update={"status": status, "error": error}))
     if status in ("running", "waiting"):
         live.status = status
@@ -446,6 +447,21 @@ class _CallDriver:
         )
         if not transient:
             await self.write(step.record)
+            return
+        for effect in step.effects:
+            if isinstance(effect, DataWritten):
+                self.rt.publish(
+                    ToolDataUpdated(
+                        thread_id=self.call.thread_id,
+                        tool_call_id=self.record.tool_call_id,
+                        channel=effect.channel,
+                        item=ToolDataItem(
+                            id=effect.item.id,
+                            value=effect.item.value,
+                            updated_at=effect.item.updated_at,
+                        ),
+                    )
+                )
 
     async def _list_data(self, name: str) -> list[ToolDataItem]:
         return await self.rt.store.list_tool_data(self.record.tool_call_id, name)

@@ -31,7 +31,7 @@ _log = logging.getLogger("pai_actors")
 
 async def write_call(rt: AgentRuntime, call: StoredCall, record: CallRecord) -> StoredCall:
     """Write ``record`` and its tool part in one transaction; return the stored call."""
-    async with rt.store.transaction() as tx:
+    async with rt.transaction() as tx:
         stored = tx.put_call(call.model_copy(update={"record": record}))
         tx.put_tool_part(call.thread_id, call.message_id, to_part(record))
     return stored
@@ -118,7 +118,7 @@ async def read_step(
                         message_id=message_id,
                         record=record,
                     )
-                    async with rt.store.transaction() as tx:
+                    async with rt.transaction() as tx:
                         if not appended:
                             tx.append_message(
                                 live.thread_id,
@@ -165,7 +165,7 @@ async def read_step(
     message = Message(
         id=message_id, role="assistant", parts=(*text, *(to_part(r) for r in records))
     )
-    async with rt.store.transaction() as tx:
+    async with rt.transaction() as tx:
         if appended:
             tx.replace_message(live.thread_id, message)
         else:

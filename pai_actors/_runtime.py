@@ -26,8 +26,8 @@ from __future__ import annotations
 import itertools
 import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from types import TracebackType
 from typing import Any
 
@@ -41,17 +41,19 @@ from ._call_record import CallRecord, CallSpec
 from ._calls import Submission, cancel_action, fail_action, submit
 from ._context import ToolThread
 from ._errors import PaiError, RuntimeClosed, StoreConflict, ThreadBusy, ThreadNotFound
+from ._json import to_json_value
 from ._loading import MessageIndex, check_migration, index_calls, pending_action_for
 from ._memory_store import MemoryStore
 from ._model import Model
 from ._parts import Message, TextPart, ToolPart
 from ._pending import PendingActionView
-from ._records import RunRecord, StoredCall, ThreadRecord
+from ._records import ClientToolRecord, RunRecord, StoredCall, ThreadRecord
 from ._registration import ClientTool
 from ._run import LiveRun, now, record_cancelled, resumable, run_actor
 from ._run_io import observe_output, write_call
 from ._state import ThreadState
-from ._store import Store
+from ._store import Store, Transaction
+from ._watch import DEFAULT_WATCH_CAPACITY, ThreadUpdate, ThreadWatch, WatchHub, updates_of
 
 MapError = Callable[[Exception, ToolThread], str]
 """``map_error(exc, call) -> str``: the ``errorText`` for an exception ``execute`` raised."""
@@ -69,6 +71,24 @@ def counter_ids() -> Callable[[str], str]:
     """Deterministic ids for tests: ``"<prefix>_1"``, ``"<prefix>_2"``, ... (one counter)."""
     counter = itertools.count(1)
     return lambda prefix: f"{prefix}_{next(counter)}"
+
+
+class _PublishingTransaction(Transaction):
+    """A transaction whose writes are published to the watchers once it committed."""
+
+    def __init__(self, store: Store, hub: WatchHub) -> None:
+        super().__init__(store)
+        self._hub = hub
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await super().__aexit__(exc_type, exc, tb)
+        if exc_type is None:
+            self._hub.publish(updates_of(self.writes))
 
 
 class AgentRuntime:
@@ -104,6 +124,7 @@ class AgentRuntime:
         self._activating: dict[str, str] = {}  # run_id -> thread_id
         self._cancelling: set[str] = set()  # runs cancel_run cancels while not alive
         self.closing = False
+        self._hub = WatchHub()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -130,7 +151,10 @@ class AgentRuntime:
             for controller in list(live.controllers):
                 controller.abort(None)
         self._root.cancel("the runtime is closing")
-        return await self._stack.__aexit__(exc_type, exc, tb)
+        try:
+            return await self._stack.__aexit__(exc_type, exc, tb)
+        finally:
+            self._hub.close()
 
     # -- internals used by the actors -------------------------------------------------------
 
@@ -141,6 +165,14 @@ class AgentRuntime:
                 "this runtime is closed (its `async with` block has exited); open a new "
                 "runtime on the store to go on"
             )
+
+    def transaction(self) -> Transaction:
+        """A store transaction whose writes reach the watchers once it committed."""
+        return _PublishingTransaction(self.store, self._hub)
+
+    def publish(self, update: ThreadUpdate) -> None:
+        """Send ``update`` (transient tool data) to the watchers connected now."""
+        self._hub.publish((update,))
 
     def notify(self) -> None:
         self._changed.set()
@@ -191,7 +223,7 @@ class AgentRuntime:
             user_key=user_key,
             created_at=now(),
         )
-        async with self.store.transaction() as tx:
+        async with self.transaction() as tx:
             tx.create_thread(thread)
         return thread.thread_id
 
@@ -226,6 +258,12 @@ class AgentRuntime:
         A thread has one run at a time: :class:`ThreadBusy` if one is running or waiting.
         :class:`MigrationRequired` if the thread holds an unfinished call of a tool that is
         no longer registered.
+
+        The request is stored with the run (``identity`` and ``client_data`` as lossless
+        JSON, :class:`OutputNotJSON` otherwise, before anything is written; the client
+        tools' name, description and input schema), so the callbacks see the same JSON
+        values and the model is offered the same client tools when a later runtime
+        continues the run.
         """
         self._check_open()
         # Reserve the thread before the first await: of two concurrent sends, one runs.
@@ -238,27 +276,38 @@ class AgentRuntime:
             if active is not None or thread_id in self._threads:
                 raise self._busy(thread_id, active)
             run = RunRecord(
-                thread_id=thread_id, run_id=self.new_id("run"), status="running", created_at=now()
+                thread_id=thread_id,
+                run_id=self.new_id("run"),
+                status="running",
+                created_at=now(),
+                identity=to_json_value(identity, what="identity"),
+                client_data=to_json_value(client_data, what="client_data"),
+                client_tools=tuple(
+                    ClientToolRecord(
+                        name=t.name, description=t.description, input_schema=dict(t.input_schema)
+                    )
+                    for t in client_tools
+                ),
             )
             message = Message(id=self.new_id("msg"), role="user", parts=(TextPart(text=text),))
             self._check_open()
             try:
-                async with self.store.transaction() as tx:
+                async with self.transaction() as tx:
                     tx.append_message(thread_id, message)
                     run = tx.put_run(run)
             except StoreConflict as exc:  # another runtime on the store started a run
                 raise self._busy(thread_id, await self.store.get_active_run(thread_id)) from exc
             if self.closing:  # closed while the run was written: it never starts
                 with trio.CancelScope(shield=True):
-                    async with self.store.transaction() as tx:
+                    async with self.transaction() as tx:
                         tx.put_run(run.model_copy(update={"status": "cancelled"}))
                 self._check_open()
             self._start(
                 LiveRun(
                     thread=thread,
                     run=run,
-                    identity=identity,
-                    client_data=client_data,
+                    identity=run.identity,
+                    client_data=run.client_data,
                     client_tools=tuple(client_tools),
                 )
             )
@@ -322,11 +371,41 @@ class AgentRuntime:
                 raise PaiError(f"no run {run_id!r}; use a run_id that send() returned")
             if run.active:
                 await record_cancelled(self, run.thread_id, run_id, reason)
-                async with self.store.transaction() as tx:
+                async with self.transaction() as tx:
                     tx.put_run(run.model_copy(update={"status": "cancelled"}))
                 self.notify()
         finally:
             self._cancelling.discard(run_id)
+
+    def watch(
+        self, thread_id: str, *, capacity: int = DEFAULT_WATCH_CAPACITY
+    ) -> AbstractAsyncContextManager[ThreadWatch]:
+        """Watch a thread: ``async with rt.watch(tid) as updates: async for u in updates``.
+
+        An async context manager (trio gives async generators no timely cleanup): the
+        watcher is connected from entering the block to leaving it, and receives every
+        update committed meanwhile (:data:`ThreadUpdate`, each with ``to_wire()``), plus
+        the transient tool data written meanwhile, which is never stored. Entering loads
+        the thread as :meth:`get_state` does (:class:`ThreadNotFound`,
+        :class:`MigrationRequired`). The runtime never waits for a watcher: one more than
+        ``capacity`` updates behind is dropped, and its next receive (after the buffered
+        updates) raises :class:`WatchOverflow`. Closing the runtime ends every watch (its
+        iteration stops).
+        """
+        if capacity < 1:
+            raise ValueError(f"watch(capacity=...) must be at least 1, got {capacity!r}")
+        return self._watch(thread_id, capacity)
+
+    @asynccontextmanager
+    async def _watch(self, thread_id: str, capacity: int) -> AsyncIterator[ThreadWatch]:
+        self._check_open()
+        watcher, receive = self._hub.add(thread_id, capacity)
+        try:
+            await self._load(thread_id)
+            async with receive:
+                yield ThreadWatch(watcher, receive)
+        finally:
+            self._hub.remove(watcher)
 
     # -- pending actions ---------------------------------------------------------------------
 
@@ -443,7 +522,16 @@ class AgentRuntime:
             run = await self.store.get_run(run_id)
             if run is None or not run.active:
                 return
-            live = LiveRun(thread=thread, run=run, resume_message_id=call.message_id)
+            live = LiveRun(
+                thread=thread,
+                run=run,
+                identity=run.identity,
+                client_data=run.client_data,
+                client_tools=tuple(
+                    ClientTool(t.name, t.description, t.input_schema) for t in run.client_tools
+                ),
+                resume_message_id=call.message_id,
+            )
             await observe_output(self, live, call)  # a submitted output action's on_output
             if (
                 self.closing
