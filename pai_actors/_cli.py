@@ -17,9 +17,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     commands.add_parser(
         "demo",
-        help="show a supervision tree at work: a crash, a restart, a cancelled tree",
-        description="Spawn a supervision tree, crash and restart a child, cancel the tree, "
-        "and print each actor's exit reason.",
+        help="a tool call that waits for approval, then the supervision tree underneath",
+        description="Run a tool call that suspends until a (scripted) person approves it, "
+        "then spawn a supervision tree, crash and restart a child, cancel the tree, and print "
+        "each actor's exit reason.",
     )
     return parser
 

@@ -1,8 +1,9 @@
-"""``pai-actors demo``: the supervision tree at work.
+"""``pai-actors demo``: an approval flow, then the supervision tree underneath it.
 
-Until the tool runtime lands, the demo shows the foundation it stands on: a tree is spawned,
-a child crashes and its supervisor restarts it (with ``rest_for_one``, its younger sibling
-too), and then the whole tree is cancelled and drawn with each actor's exit reason.
+The first half (``_approval_demo``) runs a tool call that suspends for a person's approval
+and resumes when the pending action is submitted. The second half shows the foundation: a
+tree is spawned, a child crashes and its supervisor restarts it (with ``rest_for_one``, its
+younger sibling too), and the whole tree is cancelled and drawn with each exit reason.
 """
 
 from __future__ import annotations
@@ -95,5 +96,14 @@ def _indent(text: str) -> str:
     return "\n".join("  " + line for line in text.splitlines())
 
 
+async def run_both(say: Callable[[str], None] = print) -> None:
+    from ._approval_demo import run_approval_demo
+
+    say("== A tool call that waits for approval ==\n")
+    await run_approval_demo(say)
+    say("\n== The supervision tree underneath ==\n")
+    await run_demo(say)
+
+
 def main() -> None:
-    trio.run(run_demo)
+    trio.run(run_both)

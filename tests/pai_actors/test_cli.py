@@ -53,3 +53,17 @@ def test_version_and_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
         main(["dance"])
     assert info.value.code == 2
     assert "invalid choice: 'dance'" in capsys.readouterr().err
+
+
+async def test_demo_approval_flow_suspends_rejects_then_resumes() -> None:
+    from pai_actors._approval_demo import run_approval_demo
+
+    lines: list[str] = []
+    statuses = await run_approval_demo(lines.append)
+    text = "\n".join(lines)
+    assert "run: waiting; pending action 'sendInvoice.approval'" in text
+    assert "an invalid submission is rejected; the action stays pending" in text
+    assert "resume['approved']" in text
+    assert "tool-sendInvoice output-available output={'sent': True, 'customer': 'ACME'}" in text
+    assert "(approval submitted)" in text
+    assert statuses == ["completed"]
