@@ -232,7 +232,8 @@ async def _set_status(
 ) -> None:
     if live.run.status != status or live.run.error != error:
         async with rt.transaction() as tx:
-            live.run = tx.put_run(live.run.model_copy(update={"status": status, "error": error}))
+            staged = tx.put_run(live.run.model_copy(update={"status": status, "error": error}))
+        live.run = staged  # only once committed: a conflict leaves the old revision
     if status in ("running", "waiting"):
         live.status = status
     rt.notify()

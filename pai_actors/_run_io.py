@@ -124,8 +124,9 @@ async def read_step(
                                 live.thread_id,
                                 Message(id=message_id, role="assistant", parts=()),
                             )
-                        streamed[event.tool_call_id] = tx.put_call(call)
+                        staged = tx.put_call(call)
                         tx.put_tool_part(live.thread_id, message_id, to_part(record))
+                    streamed[event.tool_call_id] = staged  # only once committed
                     appended = True
                     rt.notify()
                 elif isinstance(event, ToolInputDelta):

@@ -10,8 +10,12 @@ submitter's cancel scope, and only while its stored status is ``running`` or ``w
 
 Activation in a fresh runtime: loading a thread (``send``, ``get_state``,
 ``pending_actions``) activates each run of it that holds an accepted submission whose resume
-never ran (``executing``, latest episode ``submitted``, no result) — the thread is read
-there anyway, and the store has no listing of all threads to scan when the runtime opens.
+never ran (``executing``, latest episode ``submitted``, no result), and its active run
+without a live actor whose calls are all done (an accepted cancel, fail or output submission
+ended its last call before the run went on; ``on_output`` is not run again there) — the
+thread is read there anyway, and the store has no listing of all threads to scan when the
+runtime opens. An activation reads the run again right before starting it, and starts it
+only while it is active and not being cancelled.
 
 Concurrency contract: every method may be called from any task of the trio run that entered
 the runtime. A submission either resolves its action and returns ``accepted``, or returns
@@ -67,10 +71,11 @@ def uuid_ids(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
 
 
-def counter_ids() -> Callable[[str], str]:
-    """Deterministic ids for tests: ``"<prefix>_1"``, ``"<prefix>_2"``, ... (one counter)."""
+def counter_ids(generation: str = "") -> Callable[[str], str]:
+    """Deterministic ids for tests: ``"<prefix>_<generation>1"``, ``"<prefix>_<generation>2"``,
+    ... (one counter)."""
     counter = itertools.count(1)
-    return lambda prefix: f"{prefix}_{next(counter)}"
+    return lambda prefix: f"{prefix}_{generation}{next(counter)}"
 
 
 class _PublishingTransaction(Transaction):
@@ -242,6 +247,13 @@ class AgentRuntime:
         for call in calls:
             if resumable(call.record):
                 self._activate_soon(call)
+        active = await self.store.get_active_run(thread_id)
+        if active is not None and active.run_id not in self._runs:
+            # An accepted cancel/fail/output that ended the last call, in a runtime that closed
+            # before the run went on: nothing is resumable, yet the run must reach the model.
+            run_calls = [c for c in calls if c.run_id == active.run_id]
+            if run_calls and all(c.record.phase == "done" for c in run_calls):
+                self._activate_soon(run_calls[-1], observe=False)
         return thread
 
     async def send(
@@ -295,8 +307,11 @@ class AgentRuntime:
                 async with self.transaction() as tx:
                     tx.append_message(thread_id, message)
                     run = tx.put_run(run)
-            except StoreConflict as exc:  # another runtime on the store started a run
-                raise self._busy(thread_id, await self.store.get_active_run(thread_id)) from exc
+            except StoreConflict as exc:  # another runtime on the store started a run?
+                active = await self.store.get_active_run(thread_id)
+                if active is None:  # no: a real conflict (e.g. a reused id), not a busy thread
+                    raise
+                raise self._busy(thread_id, active) from exc
             if self.closing:  # closed while the run was written: it never starts
                 with trio.CancelScope(shield=True):
                     async with self.transaction() as tx:
@@ -500,8 +515,9 @@ class AgentRuntime:
         finally:
             live.wake()
 
-    def _activate_soon(self, call: StoredCall) -> None:
-        """Activate the run of ``call`` in a runtime-owned task (unless it is alive)."""
+    def _activate_soon(self, call: StoredCall, *, observe: bool = True) -> None:
+        """Activate the run of ``call`` in a runtime-owned task (unless it is alive);
+        ``observe``: run ``on_output`` for ``call`` first (a just-submitted output)."""
         run_id = call.run_id
         if (
             self.closing
@@ -512,9 +528,9 @@ class AgentRuntime:
         ):
             return
         self._activating[run_id] = call.thread_id
-        self._nursery.start_soon(self._activate, call)
+        self._nursery.start_soon(self._activate, call, observe)
 
-    async def _activate(self, call: StoredCall) -> None:
+    async def _activate(self, call: StoredCall, observe: bool) -> None:
         """Start the actor of a run that is not alive, if its stored run is still active."""
         run_id = call.run_id
         try:
@@ -532,14 +548,21 @@ class AgentRuntime:
                 ),
                 resume_message_id=call.message_id,
             )
-            await observe_output(self, live, call)  # a submitted output action's on_output
+            if observe:
+                await observe_output(self, live, call)  # a submitted output action's on_output
+            # Read the run again (it may have been cancelled meanwhile) and start it with no
+            # await in between: the actor starts from the latest revision, or not at all.
+            run = await self.store.get_run(run_id)
             if (
-                self.closing
+                run is None
+                or not run.active
+                or self.closing
                 or run_id in self._runs
                 or run_id in self._cancelling
                 or call.thread_id in self._threads
             ):
                 return
+            live.run = run
             self._start(live)
         except Exception:  # the store failed: the stored intent stays for the next load
             _log.exception("activating run %r failed", run_id)

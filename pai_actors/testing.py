@@ -22,11 +22,15 @@ And the test runtime:
 - :func:`create_test_runtime` runs an agent on the production code paths (the same actors, a
   real store: a :class:`~pai_actors.MemoryStore` by default) with a scripted model and
   deterministic ids (``thread_1``, ``run_2``, ...: one counter per runtime, never
-  ``uuid4``), so a run replays identically under ``trio.testing.MockClock``.
+  ``uuid4``), so a run replays identically under ``trio.testing.MockClock``. The ids stay
+  unique per store: the n-th test runtime created on the same data (n >= 2: a
+  :class:`~pai_actors.MemoryStore` reopened on the same backing, or the same store object)
+  prefixes its ids with its generation (``run_g2_1``, ...).
 
 Fault injection helpers will follow.
 """
 
+import weakref
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -56,15 +60,28 @@ def create_test_runtime(
 ) -> AgentRuntime:
     """An :class:`~pai_actors.AgentRuntime` for tests: ``model`` (usually a
     :class:`ScriptedModel`) instead of the agent's, a new :class:`~pai_actors.MemoryStore`
-    unless ``store`` is given, and deterministic ids from a per-runtime counter."""
+    unless ``store`` is given, and deterministic ids from a per-runtime counter, prefixed
+    with the generation from the second runtime on the same store's data on (``run_g2_1``),
+    so reopening a store never reuses an id."""
+    ids = counter_ids()
+    if store is not None:
+        key: object = store.backing if isinstance(store, MemoryStore) else store
+        generation = _generations.get(key, 0) + 1
+        _generations[key] = generation
+        if generation > 1:
+            ids = counter_ids(f"g{generation}_")
     return create_agent_runtime(
         agent,
         store=store,
         capabilities=capabilities,
         map_error=map_error,
         model=model,
-        new_id=counter_ids(),
+        new_id=ids,
     )
+
+
+_generations: weakref.WeakKeyDictionary[object, int] = weakref.WeakKeyDictionary()
+"""How many test runtimes were created on each store's data (its ids' generation)."""
 
 
 def memory_stores() -> Callable[[str], AbstractAsyncContextManager[MemoryStore]]:

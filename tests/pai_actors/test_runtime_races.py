@@ -13,10 +13,12 @@ from pai_actors import (
     MemoryStore,
     ResumeEntry,
     RuntimeClosed,
+    StoreConflict,
     SuspendPoint,
     ThreadBusy,
     ToolContext,
     ToolRegistration,
+    create_agent_runtime,
     define_agent,
     define_tool,
 )
@@ -316,3 +318,111 @@ async def test_submit_racing_cancel_run_of_a_passivated_run_never_revives_it(k: 
             ]
             assert resumed == []
             assert model.requests == []
+
+
+async def test_cancel_run_while_an_activation_runs_on_output_keeps_the_run_cancelled() -> None:
+    async def on_output(**_: Any) -> None:
+        await trio.sleep(1)
+
+    out = define_tool(id="t.out.v1", description="Out.", input_schema=Query, output_schema=Query)
+    agent = define_agent(name="a", tools={"ask": ToolRegistration(out, on_output=on_output)})
+    model = ScriptedModel([[tool_call("ask", {"n": 1})], text("ok")])
+    store = MemoryStore()
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=model, store=store) as rt:
+            tid = await rt.create_thread("s")
+            run_id = await rt.send(tid, "go")
+            await rt.wait_idle(tid)
+        async with create_test_runtime(agent, model=model, store=store.reopen()) as rt:
+            [action] = await rt.pending_actions(tid)
+            assert (await action.submit({"n": 5})).status == "accepted"
+            await trio.sleep(0.1)  # the activation is inside on_output
+            await rt.cancel_run(run_id, "stop")
+            await rt.wait_idle(tid)
+            await trio.sleep(2)
+            state = await rt.get_state(tid)
+            assert [(r.status, r.error) for r in state.runs] == [("cancelled", None)]
+            assert len(model.requests) == 1
+
+
+async def test_reopened_store_gets_new_test_ids_and_send_starts_a_run() -> None:
+    agent = define_agent(name="a", tools={"ask": _ask_tool()})
+    model = ScriptedModel(
+        [[tool_call("ask", {"summary": "s"})], text("ok"), [tool_call("ask", {"summary": "t"})]]
+    )
+    store = MemoryStore()
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=model, store=store) as rt:
+            tid = await rt.create_thread("s")
+            first = await rt.send(tid, "go")
+            await rt.wait_idle(tid)
+        async with create_test_runtime(agent, model=model, store=store.reopen()) as rt:
+            [action] = await rt.pending_actions(tid)
+            assert (await action.submit({"approved": True})).status == "accepted"
+            await rt.wait_idle(tid)
+            second = await rt.send(tid, "again")
+            await rt.wait_idle(tid)
+            state = await rt.get_state(tid)
+    assert (first, second) == ("run_2", "run_g2_2")
+    assert [(r.run_id, r.status) for r in state.runs] == [
+        ("run_2", "completed"),
+        ("run_g2_2", "waiting"),
+    ]
+    ids = [m.id for m in state.messages]
+    assert len(ids) == len(set(ids))
+
+
+async def test_send_reraises_a_store_conflict_when_the_thread_has_no_active_run() -> None:
+    tool = define_tool(id="t.q.v1", description="Q.", input_schema=Query, execute=lambda ctx: 1)
+    agent = define_agent(name="a", tools={"q": tool})
+    store = MemoryStore()
+    with trio.fail_after(10):
+        async with _fixed_id_runtime(agent, store) as rt:
+            tid = await rt.create_thread("s")
+            await rt.send(tid, "go")
+            await rt.wait_idle(tid)
+            with pytest.raises(StoreConflict):  # the reused run id conflicts; nothing is busy
+                await rt.send(tid, "again")
+
+
+def _fixed_id_runtime(agent: Any, store: MemoryStore) -> Any:
+    return create_agent_runtime(
+        agent, store=store, model=ScriptedModel([text("a"), text("b")]), new_id=lambda p: f"{p}_x"
+    )
+
+
+@pytest.mark.parametrize("how", ["cancel", "fail", "output"])
+async def test_a_run_whose_last_call_ended_before_a_close_goes_on_when_loaded(how: str) -> None:
+    if how == "output":
+        out = define_tool(
+            id="t.out.v1", description="Out.", input_schema=Query, output_schema=Query
+        )
+        agent = define_agent(name="a", tools={"ask": ToolRegistration(out)})
+        first = [tool_call("ask", {"n": 1})]
+    else:
+        agent = define_agent(name="a", tools={"ask": _ask_tool()})
+        first = [tool_call("ask", {"summary": "s"})]
+    model = ScriptedModel([first, text("ok"), text("second")])
+    store = MemoryStore()
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=model, store=store) as rt:
+            tid = await rt.create_thread("s")
+            await rt.send(tid, "go")
+            await rt.wait_idle(tid)
+        async with create_test_runtime(agent, model=model, store=store.reopen()) as rt:
+            [action] = await rt.pending_actions(tid)
+            if how == "cancel":
+                result = await action.cancel("nope")
+            elif how == "fail":
+                result = await action.fail("bad")
+            else:
+                result = await action.submit({"n": 5})
+            assert result.status == "accepted"  # and the runtime closes at once
+        async with create_test_runtime(agent, model=model, store=store.reopen()) as rt:
+            await rt.get_state(tid)
+            await rt.wait_idle(tid)
+            state = await rt.get_state(tid)
+            assert [r.status for r in state.runs] == ["completed"]
+            assert len(model.requests) == 2
+            await rt.send(tid, "again")
+            await rt.wait_idle(tid)
