@@ -40,7 +40,7 @@ import trio
 from supervisors import Supervisor, open_supervisor
 
 from ._actions import ActionResult, PendingActionRef
-from ._agent import AgentDefinition, Pai, check_runtime
+from ._agent import AgentDefinition, Pai, check_runtime, check_supported
 from ._call_record import CallRecord, CallSpec
 from ._calls import Submission, cancel_action, fail_action, submit
 from ._context import ToolThread
@@ -587,6 +587,7 @@ def create_agent_runtime(
     Misconfiguration raises :class:`RuntimeConfigError` here, before anything runs.
     """
     check_runtime(agent_or_pai, capabilities=capabilities)
+    check_supported(agent_or_pai)
     if isinstance(agent_or_pai, Pai):
         if not agent_or_pai.agents:
             raise PaiError("create_agent_runtime() needs a Pai with at least one agent")

@@ -1,0 +1,56 @@
+"""What this release defines but cannot run yet is refused when the runtime is created."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from pai_actors import (
+    RuntimeConfigError,
+    ToolRegistration,
+    capability,
+    define_agent,
+    define_tool,
+)
+from pai_actors.testing import ScriptedModel, create_test_runtime, text
+
+
+class Empty(BaseModel):
+    pass
+
+
+def plain(**extra: Any) -> Any:
+    return define_tool(
+        id=f"test.plain.{len(extra)}", description="d", input_schema=Empty,
+        execute=lambda ctx: None, **extra,
+    )  # fmt: skip
+
+
+@asynccontextmanager
+async def binding(request: Any) -> Any:
+    yield object()
+
+
+def test_needs_approval_is_refused_rather_than_skipped() -> None:
+    agent = define_agent(name="a", tools={"send": ToolRegistration(plain(), needs_approval=True)})
+    with pytest.raises(RuntimeConfigError, match=r"tools\['send'\] sets needs_approval"):
+        create_test_runtime(agent, model=ScriptedModel([text("hi")]))
+
+
+def test_capabilities_and_child_tools_are_refused_until_they_run() -> None:
+    box = capability("test.box")
+    agent = define_agent(
+        name="a",
+        tools={
+            "boxed": plain(capabilities={"box": box}),
+            "parent": plain(tools={"child": plain()}),
+        },
+    )
+    with pytest.raises(RuntimeConfigError) as info:
+        create_test_runtime(agent, model=ScriptedModel([text("hi")]), capabilities={box: binding})
+    message = str(info.value)
+    assert "tools['boxed'] declares capabilities" in message
+    assert "tools['parent'] declares child tools" in message
