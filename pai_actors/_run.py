@@ -100,7 +100,10 @@ class LiveRun:
     change only synchronously, so a reader never sees a half-made change. ``changed`` is set
     by a submission and cleared when the run actor re-reads its calls. ``cancelling`` is set
     by ``cancel_run``: no action of the run is resolved any more. ``live_calls`` holds the
-    tool call ids that have a live call actor.
+    tool call ids that have a live call actor. ``resumes_started`` holds the action ids whose
+    accepted submission's resume began the tool's ``execute`` in this activation: when the
+    runtime closes, only those submissions are recorded cancelled; the others stay stored
+    intent, resumed when a later runtime loads the thread.
     """
 
     thread: ThreadRecord
@@ -115,6 +118,7 @@ class LiveRun:
     changed: bool = False
     cancelling: bool = False
     live_calls: set[str] = field(default_factory=set)
+    resumes_started: set[str] = field(default_factory=set)
     controllers: set[AbortController] = field(default_factory=set)
     cancel_reason: str | None = None
     runtime_context: Any = None
@@ -159,7 +163,12 @@ async def run_actor(rt: AgentRuntime, live: LiveRun, mailbox: Mailbox[RunMessage
         # supervisor): record the running calls, keep the pending ones, and re-raise.
         with trio.move_on_after(_CLEANUP_SECONDS, shield=True):
             pending = await record_cancelled(
-                rt, live.thread_id, live.run_id, None, keep_pending=True
+                rt,
+                live.thread_id,
+                live.run_id,
+                None,
+                keep_pending=True,
+                started=live.resumes_started,
             )
             await _set_status(rt, live, "waiting" if pending else "cancelled")
         raise
@@ -246,9 +255,13 @@ async def record_cancelled(
     reason: str | None,
     *,
     keep_pending: bool = False,
+    started: frozenset[str] | set[str] = frozenset(),
 ) -> bool:
     """Record every unfinished call of the run as cancelled (with ``keep_pending``, only the
     running ones); return whether a pending call was kept.
+
+    With ``keep_pending``, an accepted submission (:func:`resumable`) whose resume has not
+    begun ``execute`` (its action id is not in ``started``) is kept too: a later runtime resumes it.
 
     A call changed meanwhile (a submission resolved it) is read again, until it is recorded.
     """
@@ -259,7 +272,10 @@ async def record_cancelled(
         call: StoredCall | None = listed
         while call is not None and call.record.phase != "done":
             record = call.record
-            if keep_pending and record.phase in ("suspended", "awaiting_output"):
+            if keep_pending and (
+                record.phase in ("suspended", "awaiting_output")
+                or (resumable(record) and record.episodes[-1].action_id not in started)
+            ):
                 kept = True
                 break
             step = cancel_call(record, reason, at=now())
@@ -408,6 +424,8 @@ class _CallDriver:
             data=ToolDataWriter(self._write_data, self._list_data),
             suspend_history=[view.to_wire() for view in to_part(self.record).suspensions],
         )
+        if isinstance(entry, ResumeEntry):  # no checkpoint between this and ``execute``
+            self.live.resumes_started.add(entry.action.action_id)
         try:
             result = await call_callback(registration.tool.execute, ctx)
         except Exception as exc:

@@ -426,3 +426,76 @@ async def test_a_run_whose_last_call_ended_before_a_close_goes_on_when_loaded(ho
             assert len(model.requests) == 2
             await rt.send(tid, "again")
             await rt.wait_idle(tid)
+
+
+@pytest.mark.parametrize("k", range(8))
+async def test_closing_right_after_a_submission_to_a_live_run_keeps_the_resume(k: int) -> None:
+    resumed: list[str] = []
+    agent = define_agent(name="a", tools={"ask": _ask_tool(resumed)})
+    store = MemoryStore()
+    with trio.fail_after(10):
+        model = ScriptedModel([[tool_call("ask", {"summary": "s"})], text("after")])
+        async with create_test_runtime(agent, model=model, store=store) as rt:
+            tid = await rt.create_thread("s")
+            await rt.send(tid, "go")
+            await rt.wait_idle(tid)
+            [action] = await rt.pending_actions(tid)
+            assert (await action.submit({"approved": True})).status == "accepted"
+            for _ in range(k):
+                await trio.lowlevel.checkpoint()
+        resumed_before_close = bool(resumed)
+        model = ScriptedModel([text("resumed")])
+        async with create_test_runtime(agent, model=model, store=store.reopen()) as rt:
+            await rt.get_state(tid)
+            await rt.wait_idle(tid)
+            state = await rt.get_state(tid)
+            parts = [(p.state, p.output) for p in _tool_parts(state)]
+            assert parts == [("output-available", {"approved": True})]
+            assert len(resumed) == 1  # the resume ran exactly once, in one of the runtimes
+            runs = [r.status for r in state.runs]
+            if resumed_before_close:  # the close then came during the next model request
+                assert runs in (["completed"], ["cancelled"])
+            else:  # kept as stored intent and resumed here
+                assert runs == ["completed"]
+                assert len(model.requests) == 1
+            assert await rt.pending_actions(tid) == []
+
+
+async def test_closing_while_a_resume_executes_records_the_call_cancelled() -> None:
+    started = trio.Event()
+    resumed: list[str] = []
+
+    async def execute(ctx: ToolContext) -> Any:
+        if isinstance(ctx.entry, ResumeEntry):
+            resumed.append(ctx.thread.tool_call_id)
+            started.set()
+            await trio.sleep_forever()
+        return ctx.suspend("approval", {"summary": ctx.input.summary})
+
+    tool = define_tool(
+        id="t.ask.v1",
+        description="Ask.",
+        input_schema=Summary,
+        suspend={"approval": SuspendPoint(suspend_schema=Summary, resume_schema=Decision)},
+        execute=execute,
+    )
+    agent = define_agent(name="a", tools={"ask": tool})
+    store = MemoryStore()
+    with trio.fail_after(10):
+        model = ScriptedModel([[tool_call("ask", {"summary": "s"})], text("after")])
+        async with create_test_runtime(agent, model=model, store=store) as rt:
+            tid = await rt.create_thread("s")
+            await rt.send(tid, "go")
+            await rt.wait_idle(tid)
+            [action] = await rt.pending_actions(tid)
+            assert (await action.submit({"approved": True})).status == "accepted"
+            await started.wait()
+        async with create_test_runtime(agent, model=model, store=store.reopen()) as rt:
+            await rt.get_state(tid)
+            await rt.wait_idle(tid)
+            state = await rt.get_state(tid)
+            parts = [(p.state, p.error_text) for p in _tool_parts(state)]
+            assert parts == [("output-error", "The tool call was cancelled.")]
+            assert [r.status for r in state.runs] == ["cancelled"]
+            assert len(resumed) == 1
+            assert await rt.pending_actions(tid) == []
