@@ -95,7 +95,7 @@ class RunRecord(StoreRecord):
 
 
 class _Shape(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", from_attributes=True)
 
 
 class _EpisodeShape(_Shape):
@@ -138,76 +138,27 @@ class _CallShape(_Shape):
 
     @classmethod
     def of(cls, record: CallRecord) -> _CallShape:
-        cancelled = record.cancelled
-        return cls(
-            name=record.name,
-            tool_call_id=record.tool_call_id,
-            dynamic=record.dynamic,
-            phase=record.phase,
-            input_text=record.input_text,
-            input=record.input,
-            raw_input=record.raw_input,
-            finish=record.finish,
-            output=record.output,
-            error_text=record.error_text,
-            episodes=tuple(
-                _EpisodeShape(
-                    action_id=e.action_id,
-                    name=e.name,
-                    input=e.input,
-                    suspended_at=e.suspended_at,
-                    state=e.state,
-                    resolved_at=e.resolved_at,
-                    resume=e.resume,
-                )
-                for e in record.episodes
-            ),
-            output_action=record.output_action,
-            cancelled=None
-            if cancelled is None
-            else _CancellationShape(reason=cancelled.reason, at=cancelled.at),
-            data={
-                channel: tuple(
-                    _DataItemShape(id=i.id, value=i.value, updated_at=i.updated_at) for i in items
-                )
-                for channel, items in record.data.items()
-            },
-        )
+        # The shapes mirror the dataclasses field for field, so pydantic reads them directly.
+        return cls.model_validate(record, from_attributes=True)
 
     def record(self) -> CallRecord:
         cancelled = self.cancelled
         return CallRecord(
-            name=self.name,
-            tool_call_id=self.tool_call_id,
-            dynamic=self.dynamic,
-            phase=self.phase,
-            input_text=self.input_text,
-            input=self.input,
-            raw_input=self.raw_input,
-            finish=self.finish,
-            output=self.output,
-            error_text=self.error_text,
-            episodes=tuple(
-                Episode(
-                    action_id=e.action_id,
-                    name=e.name,
-                    input=e.input,
-                    suspended_at=e.suspended_at,
-                    state=e.state,
-                    resolved_at=e.resolved_at,
-                    resume=e.resume,
-                )
-                for e in self.episodes
-            ),
-            output_action=self.output_action,
-            cancelled=None if cancelled is None else Cancellation(cancelled.reason, cancelled.at),
+            **{name: getattr(self, name) for name in _SCALAR_CALL_FIELDS},
+            episodes=tuple(Episode(**dict(e)) for e in self.episodes),
+            cancelled=None if cancelled is None else Cancellation(**dict(cancelled)),
             data=frozen_mapping(
                 {
-                    channel: tuple(DataItem(i.id, i.value, i.updated_at) for i in items)
+                    channel: tuple(DataItem(**dict(i)) for i in items)
                     for channel, items in self.data.items()
                 }
             ),
         )
+
+
+_SCALAR_CALL_FIELDS = tuple(
+    name for name in _CallShape.model_fields if name not in ("episodes", "cancelled", "data")
+)
 
 
 def _validate_call(value: Any) -> CallRecord:
