@@ -35,6 +35,7 @@ from ._context import ToolFailResult as ToolFailResult
 from ._context import ToolSuspendResult as ToolSuspendResult
 from ._context import ToolThread as ToolThread
 from ._define_tool import define_tool as define_tool
+from ._errors import AgentNotFound as AgentNotFound
 from ._errors import DefinitionError as DefinitionError
 from ._errors import InvalidTransition as InvalidTransition
 from ._errors import MigrationRequired as MigrationRequired
@@ -125,6 +126,7 @@ __all__ = [
     "AbortSignal",
     "ActionResult",
     "AgentDefinition",
+    "AgentNotFound",
     "AgentRuntime",
     "CancelledInfo",
     "Capability",

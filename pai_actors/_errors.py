@@ -19,6 +19,9 @@ Every exception this package raises to the application derives from one root::
     │                            ran out of steps
     ├── InvalidTransition        the runtime sent a tool-call event its state cannot take
     ├── ThreadNotFound           a runtime method named a thread that does not exist
+    ├── AgentNotFound            a thread names an agent the runtime does not host
+    ├── MigrationRequired        a thread holds an unfinished call of a tool that is no
+    │                            longer registered
     ├── ThreadBusy               send() on a thread whose run is still running or waiting
     ├── RuntimeClosed            a runtime method called after the runtime began to close
     ├── WatchOverflow            a watch fell too far behind the runtime and was dropped
@@ -29,9 +32,8 @@ Every exception this package raises to the application derives from one root::
                                  nothing of its transaction was written
 
 Planned for later slices (not defined yet), under the same root: ``ToolInvocationError`` (a
-nested child call failed or could not run), ``FileNotFound`` (a missing file, or one of
-another scope) and ``MigrationRequired`` (an unfinished stored call whose tool name is no
-longer registered).
+nested child call failed or could not run) and ``FileNotFound`` (a missing file, or one of
+another scope).
 """
 
 from __future__ import annotations
@@ -219,6 +221,19 @@ class RuntimeClosed(PaiError):
 
     Raised before anything is written; open a new runtime on the store to go on.
     """
+
+
+class AgentNotFound(PaiError):
+    """A thread names an agent this runtime does not host.
+
+    Raised by ``create_thread(agent_id=...)`` with an id the runtime's :class:`Pai` does not
+    register, and when a stored thread whose agent is no longer registered is loaded (other
+    threads are unaffected). ``agent_id`` is the missing id.
+    """
+
+    def __init__(self, message: str, *, agent_id: str) -> None:
+        super().__init__(message)
+        self.agent_id = agent_id
 
 
 class MigrationRequired(PaiError):

@@ -84,7 +84,7 @@ def pending_action_for(
         shown = pending.input
     else:
         dynamic = part.type == "dynamic-tool"
-        registration = None if dynamic else rt.agent.tools.get(part.tool_name)
+        registration = None if dynamic else rt.agent_of(thread_id).tools.get(part.tool_name)
         if not dynamic and (registration is None or registration.tool.has_execute):
             return None  # still executing: nothing to resolve
         action_id, suspend_name, name, shown = part.tool_call_id, None, part.tool_name, part.input

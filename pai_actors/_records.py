@@ -37,7 +37,8 @@ class StoreRecord(BaseModel):
 
 
 class ThreadRecord(StoreRecord):
-    """A thread: its id, the ``scope_key`` that isolates it, the creating ``user_key``.
+    """A thread: its id, the ``scope_key`` that isolates it, the creating ``user_key``, and
+    the ``agent_id`` of the agent that runs it (``None``: the runtime's default agent).
 
     Written once, never changed.
     """
@@ -45,6 +46,7 @@ class ThreadRecord(StoreRecord):
     thread_id: str
     scope_key: str
     user_key: str | None = None
+    agent_id: str | None = None
     created_at: AwareDatetime
 
 

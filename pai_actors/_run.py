@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 import trio
@@ -30,7 +29,7 @@ import trio
 from supervisors import Mailbox, MailboxClosed, MailboxFull, Supervisor, open_supervisor
 
 from ._actions import PendingActionRef
-from ._agent import RuntimeScope
+from ._agent import AgentDefinition, RuntimeScope
 from ._call_record import CallRecord, CallSpec, DataWritten, Execute
 from ._calls import (
     Step,
@@ -55,7 +54,7 @@ from ._context import (
 )
 from ._errors import StoreConflict
 from ._history import model_messages
-from ._model import ModelRequest
+from ._model import Model, ModelRequest
 from ._parts import ToolDataItem
 from ._prepare import prepare_tools, resolve_runtime_context
 from ._records import RunRecord, StoredCall, ThreadRecord
@@ -69,10 +68,6 @@ if TYPE_CHECKING:
 
 _CLEANUP_SECONDS = 10.0
 _log = logging.getLogger("pai_actors")
-
-
-def now() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,15 +94,19 @@ class LiveRun:
     ``status``, ``active_calls`` and ``changed`` are what ``wait_idle`` looks at; they
     change only synchronously, so a reader never sees a half-made change. ``changed`` is set
     by a submission and cleared when the run actor re-reads its calls. ``cancelling`` is set
-    by ``cancel_run``: no action of the run is resolved any more. ``live_calls`` holds the
-    tool call ids that have a live call actor. ``resumes_started`` holds the action ids whose
-    accepted submission's resume began the tool's ``execute`` in this activation: when the
-    runtime closes, only those submissions are recorded cancelled; the others stay stored
-    intent, resumed when a later runtime loads the thread.
+    by ``cancel_run``: no action of the run is resolved any more. ``agent_id``, ``agent`` and
+    ``model`` are the thread's agent (its registry id and definition) and its model.
+    ``live_calls`` holds the tool call ids that have a live call actor. ``resumes_started``
+    holds the action ids whose accepted submission's resume began the tool's ``execute`` in
+    this activation: when the runtime closes, only those submissions are recorded cancelled;
+    the others stay stored intent, resumed when a later runtime loads the thread.
     """
 
     thread: ThreadRecord
     run: RunRecord
+    agent_id: str
+    agent: AgentDefinition
+    model: Model
     identity: Any = None
     client_data: Any = None
     client_tools: tuple[ClientTool, ...] = ()
@@ -179,7 +178,7 @@ async def run_actor(rt: AgentRuntime, live: LiveRun, mailbox: Mailbox[RunMessage
 async def _loop(
     rt: AgentRuntime, live: LiveRun, calls: Supervisor, mailbox: Mailbox[RunMessage]
 ) -> None:
-    agent = rt.agent
+    agent = live.agent
     thread = live.thread
     scope = RuntimeScope(thread.scope_key, thread.user_key, thread.thread_id, live.identity)
     if not live.context_resolved:
@@ -278,7 +277,7 @@ async def record_cancelled(
             ):
                 kept = True
                 break
-            step = cancel_call(record, reason, at=now())
+            step = cancel_call(record, reason, at=rt.now())
             try:
                 await write_call(rt, call, step.record)
                 break
@@ -359,9 +358,9 @@ class _CallDriver:
             if current is None or not resumable(current.record):
                 return
             self.call = current
-        spec = rt.spec_for(self.record)
+        spec = rt.spec_for(self.record, self.live.agent)
         if spec is None:
-            await self.write(_unknown_tool(self.record, list(rt.agent.tools)))
+            await self.write(_unknown_tool(self.record, list(self.live.agent.tools)))
             return
         tool_input: Any = None
         if entry is not None:
@@ -410,14 +409,14 @@ class _CallDriver:
                 if spec.input is None
                 else spec.input.parse(self.record.input, what="input")
             )
-        registration = rt.agent.tools.get(self.record.name)
+        registration = self.live.agent.tools.get(self.record.name)
         assert registration is not None
         assert registration.tool.execute is not None
         context = await tool_context(rt, self.live, registration)
         ctx = ToolContext(
             input=tool_input,
             context=context,
-            agent_id=rt.agent.name,
+            agent_id=self.live.agent_id,
             thread=thread,
             signal=self.controller.signal,
             entry=entry,
@@ -437,7 +436,7 @@ class _CallDriver:
                 result.name,
                 result.input,
                 action_id=rt.new_id("action"),
-                at=now(),
+                at=rt.now(),
             )
         if isinstance(result, ToolFailResult):
             return finish_failure(self.record, result.message)
@@ -446,7 +445,7 @@ class _CallDriver:
     async def _write_data(
         self, name: str, value: object, item_id: str | None, transient: bool
     ) -> None:
-        schemas = self.rt.agent.tools[self.record.name].tool._schemas.data
+        schemas = self.live.agent.tools[self.record.name].tool._schemas.data
         schema = schemas.get(name)
         if schema is None:
             declared = ", ".join(map(repr, schemas)) or "none"
@@ -461,7 +460,7 @@ class _CallDriver:
             name,
             dumped,
             item_id=item_id or self.rt.new_id("data"),
-            at=now(),
+            at=self.rt.now(),
             transient=transient,
         )
         if not transient:

@@ -42,7 +42,7 @@ async def tool_context(rt: AgentRuntime, live: LiveRun, registration: ToolRegist
     if not live.context_resolved:  # a run activated by a submission, before its loop began
         thread = live.thread
         scope = RuntimeScope(thread.scope_key, thread.user_key, thread.thread_id, live.identity)
-        live.runtime_context = await resolve_runtime_context(rt.agent, scope)
+        live.runtime_context = await resolve_runtime_context(live.agent, scope)
         live.context_resolved = True
     if registration.map_context is None:
         return live.runtime_context
@@ -62,7 +62,7 @@ async def observe_output(rt: AgentRuntime, live: LiveRun, call: StoredCall) -> N
     exception it raises is logged and otherwise ignored.
     """
     record = call.record
-    registration = None if record.dynamic else rt.agent.tools.get(record.name)
+    registration = None if record.dynamic else live.agent.tools.get(record.name)
     if (
         registration is None
         or registration.on_output is None
@@ -102,7 +102,7 @@ async def read_step(
     streamed: dict[str, StoredCall] = {}
     appended = False
     try:
-        events = rt.model.stream(request)
+        events = live.model.stream(request)
         try:
             async for event in events:
                 accumulator.feed(event)

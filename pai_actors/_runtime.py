@@ -43,8 +43,16 @@ from ._actions import ActionResult, PendingActionRef
 from ._agent import AgentDefinition, Pai, check_runtime, check_supported
 from ._call_record import CallRecord, CallSpec
 from ._calls import Submission, cancel_action, fail_action, submit
+from ._clock import Clock, wall_clock
 from ._context import ToolThread
-from ._errors import PaiError, RuntimeClosed, StoreConflict, ThreadBusy, ThreadNotFound
+from ._errors import (
+    AgentNotFound,
+    PaiError,
+    RuntimeClosed,
+    StoreConflict,
+    ThreadBusy,
+    ThreadNotFound,
+)
 from ._json import to_json_value
 from ._loading import MessageIndex, check_migration, index_calls, pending_action_for
 from ._memory_store import MemoryStore
@@ -53,7 +61,7 @@ from ._parts import Message, TextPart, ToolPart
 from ._pending import PendingActionView
 from ._records import ClientToolRecord, RunRecord, StoredCall, ThreadRecord
 from ._registration import ClientTool
-from ._run import LiveRun, now, record_cancelled, resumable, run_actor
+from ._run import LiveRun, record_cancelled, resumable, run_actor
 from ._run_io import observe_output, write_call
 from ._state import ThreadState
 from ._store import Store, Transaction
@@ -105,17 +113,21 @@ class AgentRuntime:
 
     def __init__(
         self,
-        agent: AgentDefinition,
+        agents: Mapping[str, AgentDefinition],
         *,
-        model: Model,
+        models: Mapping[str, Model],
         store: Store,
         map_error: MapError | None,
         new_id: Callable[[str], str],
+        clock: Clock,
     ) -> None:
-        self.agent = agent
-        self.model = model
+        self.agents = agents
+        self.default_agent_id = next(iter(agents))
+        self.models = models
         self.store = store
         self.new_id = new_id
+        self.now = clock
+        self._thread_agents: dict[str, str] = {}  # thread_id -> agent_id, of loaded threads
         self.client_tools: dict[str, ClientTool] = {}
         self.message_index: MessageIndex = {}
         self._map_error = map_error
@@ -190,12 +202,31 @@ class AgentRuntime:
         live.done.set()
         self.notify()
 
-    def spec_for(self, record: CallRecord) -> CallSpec | None:
+    def spec_for(self, record: CallRecord, agent: AgentDefinition) -> CallSpec | None:
         if record.dynamic:
             client_tool = self.client_tools.get(record.tool_call_id)
             return CallSpec.external(None if client_tool is None else client_tool.schema)
-        registration = self.agent.tools.get(record.name)
+        registration = agent.tools.get(record.name)
         return None if registration is None else CallSpec.for_tool(registration.tool)
+
+    def agent_of(self, thread_id: str) -> AgentDefinition:
+        """The agent of a thread this runtime has loaded (see :meth:`_thread`)."""
+        return self.agents[self._thread_agents[thread_id]]
+
+    def _live_run(
+        self, thread: ThreadRecord, run: RunRecord, client_tools: tuple[ClientTool, ...]
+    ) -> LiveRun:
+        agent_id = self._thread_agents[thread.thread_id]
+        return LiveRun(
+            thread=thread,
+            run=run,
+            agent_id=agent_id,
+            agent=self.agents[agent_id],
+            model=self.models[agent_id],
+            identity=run.identity,
+            client_data=run.client_data,
+            client_tools=client_tools,
+        )
 
     def error_text(self, exc: Exception, call: ToolThread) -> str:
         if self._map_error is not None:
@@ -219,30 +250,60 @@ class AgentRuntime:
 
     # -- threads and runs --------------------------------------------------------------------
 
-    async def create_thread(self, scope_key: str, user_key: str | None = None) -> str:
-        """Create a thread in ``scope_key`` and return its id."""
+    async def create_thread(
+        self, scope_key: str, user_key: str | None = None, *, agent_id: str | None = None
+    ) -> str:
+        """Create a thread in ``scope_key`` and return its id.
+
+        ``agent_id`` picks the agent that runs the thread, for a runtime made from a
+        :class:`Pai` (its registry id); the default is the Pai's first agent, or the one
+        agent the runtime was made from (by its name). An unknown id raises
+        :class:`AgentNotFound`.
+        """
         self._check_open()
+        if agent_id is None:
+            agent_id = self.default_agent_id
+        elif agent_id not in self.agents:
+            known = ", ".join(map(repr, self.agents))
+            raise AgentNotFound(
+                f"create_thread(agent_id={agent_id!r}): this runtime has no such agent; use "
+                f"one of {known}",
+                agent_id=agent_id,
+            )
         thread = ThreadRecord(
             thread_id=self.new_id("thread"),
             scope_key=scope_key,
             user_key=user_key,
-            created_at=now(),
+            agent_id=agent_id,
+            created_at=self.now(),
         )
         async with self.transaction() as tx:
             tx.create_thread(thread)
         return thread.thread_id
 
     async def _thread(self, thread_id: str) -> ThreadRecord:
+        """The stored thread, once its agent is known to be registered here (remembered for
+        :meth:`agent_of`)."""
         thread = await self.store.get_thread(thread_id)
         if thread is None:
             raise ThreadNotFound(f"no thread {thread_id!r}; create it with create_thread()")
+        agent_id = self.default_agent_id if thread.agent_id is None else thread.agent_id
+        if agent_id not in self.agents:
+            known = ", ".join(map(repr, self.agents))
+            raise AgentNotFound(
+                f"thread {thread_id!r} is run by the agent {agent_id!r}, which this runtime "
+                f"does not host (it hosts {known}); register that agent under the id "
+                f"{agent_id!r} in create_pai(...), or migrate the thread",
+                agent_id=agent_id,
+            )
+        self._thread_agents[thread_id] = agent_id
         return thread
 
     async def _load(self, thread_id: str) -> ThreadRecord:
         """The thread, once its calls are checked (:class:`MigrationRequired`) and indexed."""
         thread = await self._thread(thread_id)
         calls = await self.store.list_calls(thread_id)
-        check_migration(thread_id, calls, self.agent.tools)
+        check_migration(thread_id, calls, self.agent_of(thread_id).tools)
         index_calls(self.message_index, calls)
         for call in calls:
             if resumable(call.record):
@@ -291,7 +352,7 @@ class AgentRuntime:
                 thread_id=thread_id,
                 run_id=self.new_id("run"),
                 status="running",
-                created_at=now(),
+                created_at=self.now(),
                 identity=to_json_value(identity, what="identity"),
                 client_data=to_json_value(client_data, what="client_data"),
                 client_tools=tuple(
@@ -317,15 +378,7 @@ class AgentRuntime:
                     async with self.transaction() as tx:
                         tx.put_run(run.model_copy(update={"status": "cancelled"}))
                 self._check_open()
-            self._start(
-                LiveRun(
-                    thread=thread,
-                    run=run,
-                    identity=run.identity,
-                    client_data=run.client_data,
-                    client_tools=tuple(client_tools),
-                )
-            )
+            self._start(self._live_run(thread, run, tuple(client_tools)))
         finally:
             self._sending.discard(thread_id)
         return run.run_id
@@ -447,21 +500,21 @@ class AgentRuntime:
         """Submit ``payload`` to the action ``ref`` names (validated by its schema)."""
         self._check_open()
         return await self._resolve(
-            ref, lambda record, spec: submit(record, spec, ref.action_id, payload, at=now())
+            ref, lambda record, spec: submit(record, spec, ref.action_id, payload, at=self.now())
         )
 
     async def cancel_action(self, ref: PendingActionRef, reason: str | None = None) -> ActionResult:
         """Cancel the action: it and its call end as cancelled (with ``reason``)."""
         self._check_open()
         return await self._resolve(
-            ref, lambda record, _: cancel_action(record, ref.action_id, reason, at=now())
+            ref, lambda record, _: cancel_action(record, ref.action_id, reason, at=self.now())
         )
 
     async def fail_action(self, ref: PendingActionRef, error: str | BaseException) -> ActionResult:
         """Fail the action: its call ends in ``output-error`` with ``errorText == str(error)``."""
         self._check_open()
         return await self._resolve(
-            ref, lambda record, _: fail_action(record, ref.action_id, error, at=now())
+            ref, lambda record, _: fail_action(record, ref.action_id, error, at=self.now())
         )
 
     async def _resolve(
@@ -469,8 +522,11 @@ class AgentRuntime:
     ) -> ActionResult:
         while True:
             call = await self.store.get_call(ref.tool_call_id)
-            spec = None if call is None else self.spec_for(call.record)
-            if call is None or spec is None or call.thread_id != ref.thread_id:
+            spec = None
+            if call is not None and call.thread_id == ref.thread_id:
+                await self._thread(call.thread_id)
+                spec = self.spec_for(call.record, self.agent_of(call.thread_id))
+            if call is None or spec is None:
                 return ActionResult.rejected(
                     f"no such action {ref.action_id!r} in thread {ref.thread_id!r}; use a "
                     "ref from pending_actions()"
@@ -538,16 +594,12 @@ class AgentRuntime:
             run = await self.store.get_run(run_id)
             if run is None or not run.active:
                 return
-            live = LiveRun(
-                thread=thread,
-                run=run,
-                identity=run.identity,
-                client_data=run.client_data,
-                client_tools=tuple(
-                    ClientTool(t.name, t.description, t.input_schema) for t in run.client_tools
-                ),
-                resume_message_id=call.message_id,
+            live = self._live_run(
+                thread,
+                run,
+                tuple(ClientTool(t.name, t.description, t.input_schema) for t in run.client_tools),
             )
+            live.resume_message_id = call.message_id
             if observe:
                 await observe_output(self, live, call)  # a submitted output action's on_output
             # Read the run again (it may have been cancelled meanwhile) and start it with no
@@ -579,31 +631,41 @@ def create_agent_runtime(
     map_error: MapError | None = None,
     model: Model | None = None,
     new_id: Callable[[str], str] = uuid_ids,
+    clock: Clock = wall_clock,
 ) -> AgentRuntime:
-    """Create the runtime for an agent (or a :class:`Pai`'s first agent).
+    """Create the runtime for an agent, or for every agent of a :class:`Pai`.
 
-    ``store`` defaults to a new :class:`MemoryStore`; ``model`` defaults to the agent's;
-    ``map_error(exc, call)`` turns an exception of ``execute`` into its ``errorText``.
-    Misconfiguration raises :class:`RuntimeConfigError` here, before anything runs.
+    A runtime made from a Pai hosts all its agents: each thread is run by one of them
+    (``create_thread(..., agent_id=...)``, the Pai's first agent by default), and a tool's
+    ``ctx.agent_id`` is that agent's registry id; made from one agent, the runtime hosts that
+    agent under its name. ``store`` defaults to a new :class:`MemoryStore`; ``model``
+    replaces every agent's own model; ``map_error(exc, call)`` turns an exception of
+    ``execute`` into its ``errorText``; ``new_id(prefix)`` makes the ids; ``clock()`` gives
+    every recorded timestamp (timezone-aware). Misconfiguration raises
+    :class:`RuntimeConfigError` (or :class:`PaiError`) here, before anything runs.
     """
     check_runtime(agent_or_pai, capabilities=capabilities)
     check_supported(agent_or_pai)
     if isinstance(agent_or_pai, Pai):
         if not agent_or_pai.agents:
             raise PaiError("create_agent_runtime() needs a Pai with at least one agent")
-        agent = next(iter(agent_or_pai.agents.values()))
+        agents: Mapping[str, AgentDefinition] = agent_or_pai.agents
     else:
-        agent = agent_or_pai
-    chosen = model if model is not None else agent.model
-    if chosen is None:
-        raise PaiError(
-            f"agent {agent.name!r} has no model; give define_agent(model=...) or "
-            "create_agent_runtime(..., model=...)"
-        )
+        agents = {agent_or_pai.name: agent_or_pai}
+    models: dict[str, Model] = {}
+    for agent_id, agent in agents.items():
+        chosen = model if model is not None else agent.model
+        if chosen is None:
+            raise PaiError(
+                f"agent {agent_id!r} has no model; give define_agent(model=...) or "
+                "create_agent_runtime(..., model=...)"
+            )
+        models[agent_id] = chosen
     return AgentRuntime(
-        agent,
-        model=chosen,
+        agents,
+        models=models,
         store=store if store is not None else MemoryStore(),
         map_error=map_error,
         new_id=new_id,
+        clock=clock,
     )

@@ -25,7 +25,8 @@ And the test runtime:
   ``uuid4``), so a run replays identically under ``trio.testing.MockClock``. The ids stay
   unique per store: the n-th test runtime created on the same data (n >= 2: a
   :class:`~pai_actors.MemoryStore` reopened on the same backing, or the same store object)
-  prefixes its ids with its generation (``run_g2_1``, ...).
+  prefixes its ids with its generation (``run_g2_1``, ...). Its timestamps read trio's
+  clock (:func:`trio_clock`), so they too replay identically under ``MockClock``.
 
 Fault injection helpers will follow.
 """
@@ -36,6 +37,8 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from ._agent import AgentDefinition, Pai
+from ._clock import Clock
+from ._clock import trio_clock as trio_clock
 from ._errors import ScriptedModelError as ScriptedModelError
 from ._memory_store import MemoryBacking, MemoryStore
 from ._model import Model
@@ -57,12 +60,17 @@ def create_test_runtime(
     store: Store | None = None,
     capabilities: Any = None,
     map_error: MapError | None = None,
+    clock: Clock | None = None,
 ) -> AgentRuntime:
     """An :class:`~pai_actors.AgentRuntime` for tests: ``model`` (usually a
     :class:`ScriptedModel`) instead of the agent's, a new :class:`~pai_actors.MemoryStore`
     unless ``store`` is given, and deterministic ids from a per-runtime counter, prefixed
     with the generation from the second runtime on the same store's data on (``run_g2_1``),
-    so reopening a store never reuses an id."""
+    so reopening a store never reuses an id.
+
+    Timestamps read trio's clock (``clock`` defaults to :func:`trio_clock`: trio time ``0``
+    is 2026-01-01T00:00:00Z), so under ``trio.testing.MockClock`` every recorded time is the
+    same on each run of a test."""
     ids = counter_ids()
     if store is not None:
         key: object = store.backing if isinstance(store, MemoryStore) else store
@@ -77,6 +85,7 @@ def create_test_runtime(
         map_error=map_error,
         model=model,
         new_id=ids,
+        clock=trio_clock() if clock is None else clock,
     )
 
 
@@ -108,6 +117,7 @@ __all__ = [
     "memory_stores",
     "text",
     "tool_call",
+    "trio_clock",
 ]
 
 for _name in __all__:

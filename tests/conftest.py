@@ -3,7 +3,9 @@
 - trio everywhere (``trio_mode = true``); anything involving time runs under
   ``trio.testing.MockClock``: pytest-trio's ``autojump_clock`` fixture, or
   ``MockClock(autojump_threshold=0)``, so no test waits on the wall clock and none
-  asserts a duration.
+  asserts a duration. A test asks for the clock as an argument
+  (``autojump_clock: trio.testing.MockClock``): pytest-trio ignores a clock requested with
+  ``usefixtures`` (``tests/test_repo.py`` checks that none is).
 - No ``sleep`` to order events: use ``trio.testing.wait_all_tasks_blocked``,
   ``trio.testing.Sequencer`` or the library's own waits (``wait_exit``, ``ask``).
 - Network tests (later issues) bind loopback, port 0 only, and run under ``trio.fail_after``.

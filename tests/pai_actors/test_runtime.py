@@ -21,8 +21,6 @@ from pai_actors import (
 )
 from pai_actors.testing import ScriptedModel, create_test_runtime, text, tool_call
 
-pytestmark = pytest.mark.usefixtures("autojump_clock")
-
 
 class Summary(BaseModel):
     summary: str
@@ -66,7 +64,7 @@ def tool_parts(state: Any) -> list[Any]:
     return [p for m in state.messages for p in m.parts if p.type != "text"]
 
 
-async def test_api_example() -> None:
+async def test_api_example(autojump_clock: trio.testing.MockClock) -> None:
     agent = define_agent(name="assistant", tools={"requestApproval": approval_tool()})
     model = ScriptedModel(
         [
@@ -94,7 +92,7 @@ async def test_api_example() -> None:
     assert state.messages[-1].parts[0].to_wire() == {"type": "text", "text": "Sent."}
 
 
-async def test_plain_tool_output_reaches_the_model() -> None:
+async def test_plain_tool_output_reaches_the_model(autojump_clock: trio.testing.MockClock) -> None:
     seen: list[Any] = []
 
     def execute(ctx: ToolContext) -> str:
@@ -125,7 +123,9 @@ async def test_plain_tool_output_reaches_the_model() -> None:
     ]
 
 
-async def test_suspend_reject_resume_and_suspend_again() -> None:
+async def test_suspend_reject_resume_and_suspend_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     entries: list[Any] = []
 
     async def execute(ctx: ToolContext) -> Any:
@@ -178,7 +178,9 @@ async def test_suspend_reject_resume_and_suspend_again() -> None:
     assert [s.state for s in part.suspensions] == ["submitted", "submitted"]
 
 
-async def test_tool_without_execute_takes_its_output_from_a_client() -> None:
+async def test_tool_without_execute_takes_its_output_from_a_client(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     ask = define_tool(
         id="test.ask-user.v1",
         description="Ask the user.",
@@ -210,7 +212,7 @@ async def test_tool_without_execute_takes_its_output_from_a_client() -> None:
     assert [r.status for r in state.runs] == ["completed"]
 
 
-async def test_an_action_resolves_once() -> None:
+async def test_an_action_resolves_once(autojump_clock: trio.testing.MockClock) -> None:
     agent = define_agent(name="a", tools={"requestApproval": approval_tool()})
     model = ScriptedModel([[tool_call("requestApproval", {"summary": "s"})], text("ok")])
     with trio.fail_after(10):
@@ -237,7 +239,9 @@ async def test_an_action_resolves_once() -> None:
     assert part.state == "output-available"
 
 
-async def test_cancel_and_fail_actions_resolve_the_call() -> None:
+async def test_cancel_and_fail_actions_resolve_the_call(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     agent = define_agent(name="a", tools={"one": approval_tool(), "two": approval_tool()})
     model = ScriptedModel(
         [[tool_call("one", {"summary": "1"}), tool_call("two", {"summary": "2"})], text("ok")]
@@ -261,7 +265,9 @@ async def test_cancel_and_fail_actions_resolve_the_call() -> None:
     assert [r["output"]["type"] for r in tool_results(model, 1)] == ["error-text"] * 2
 
 
-async def test_cancel_run_records_every_call_as_cancelled() -> None:
+async def test_cancel_run_records_every_call_as_cancelled(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     started = trio.Event()
     aborted: list[Any] = []
 
@@ -292,7 +298,7 @@ async def test_cancel_run_records_every_call_as_cancelled() -> None:
     assert all(p.cancelled is not None and p.cancelled.reason == "user stopped" for p in parts)
 
 
-async def test_exceptions_become_output_errors() -> None:
+async def test_exceptions_become_output_errors(autojump_clock: trio.testing.MockClock) -> None:
     def boom(ctx: ToolContext) -> None:
         raise ValueError(f"bad n {ctx.input.n}")
 
@@ -322,7 +328,7 @@ async def test_exceptions_become_output_errors() -> None:
     assert [p.error_text for p in tool_parts(state)] == ["boom failed"]
 
 
-async def test_ctx_fail_is_verbatim() -> None:
+async def test_ctx_fail_is_verbatim(autojump_clock: trio.testing.MockClock) -> None:
     tool = define_tool(
         id="test.fail.v1",
         description="Fail.",
@@ -341,7 +347,9 @@ async def test_ctx_fail_is_verbatim() -> None:
     assert part.error_text == "No such customer."
 
 
-async def test_invalid_model_input_never_reaches_execute() -> None:
+async def test_invalid_model_input_never_reaches_execute(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     calls: list[Any] = []
     tool = define_tool(
         id="test.strict.v1", description="Strict.", input_schema=Query, execute=calls.append
@@ -363,7 +371,7 @@ async def test_invalid_model_input_never_reaches_execute() -> None:
     assert result["output"] == {"type": "error-text", "value": part.error_text}
 
 
-async def test_a_failing_model_fails_the_run() -> None:
+async def test_a_failing_model_fails_the_run(autojump_clock: trio.testing.MockClock) -> None:
     agent = define_agent(name="a", tools={})
     model = ScriptedModel([])  # no step left: the model raises
     with trio.fail_after(10):
@@ -377,7 +385,7 @@ async def test_a_failing_model_fails_the_run() -> None:
     assert run.error
 
 
-async def test_one_run_per_thread_and_tool_data() -> None:
+async def test_one_run_per_thread_and_tool_data(autojump_clock: trio.testing.MockClock) -> None:
     async def execute(ctx: ToolContext) -> Any:
         await ctx.data.write("progress", {"pct": 50}, id="p")
         await ctx.data.write("progress", {"pct": 100}, id="p")
@@ -408,7 +416,9 @@ async def test_one_run_per_thread_and_tool_data() -> None:
     assert [i.value for i in part.data["progress"]] == [{"pct": 100}]
 
 
-async def test_closing_leaves_suspended_calls_pending_and_a_new_runtime_resumes() -> None:
+async def test_closing_leaves_suspended_calls_pending_and_a_new_runtime_resumes(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     store = MemoryStore()
     agent = define_agent(name="a", tools={"requestApproval": approval_tool()})
     model = ScriptedModel([[tool_call("requestApproval", {"summary": "s"})]])
@@ -430,7 +440,9 @@ async def test_closing_leaves_suspended_calls_pending_and_a_new_runtime_resumes(
     assert state.messages[-1].parts[0].to_wire() == {"type": "text", "text": "resumed"}
 
 
-async def test_closing_records_running_calls_as_cancelled() -> None:
+async def test_closing_records_running_calls_as_cancelled(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     started = trio.Event()
 
     async def execute(ctx: ToolContext) -> None:

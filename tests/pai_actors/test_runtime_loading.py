@@ -28,8 +28,6 @@ from pai_actors import (
 )
 from pai_actors.testing import ScriptedModel, create_test_runtime, text, tool_call
 
-pytestmark = pytest.mark.usefixtures("autojump_clock")
-
 
 class Query(BaseModel):
     n: int
@@ -86,7 +84,9 @@ class PausingModel:
         yield Finish("tool-calls")
 
 
-async def test_streamed_input_is_input_streaming_until_complete() -> None:
+async def test_streamed_input_is_input_streaming_until_complete(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     agent = define_agent(name="a", tools={"echo": echo_tool()})
     model = PausingModel()
     with trio.fail_after(10):
@@ -105,7 +105,7 @@ async def test_streamed_input_is_input_streaming_until_complete() -> None:
     assert done.output == 5
 
 
-async def test_scripted_streamed_call_ends_as_usual() -> None:
+async def test_scripted_streamed_call_ends_as_usual(autojump_clock: trio.testing.MockClock) -> None:
     agent = define_agent(name="a", tools={"echo": echo_tool()})
     model = ScriptedModel([[tool_call("echo", {"n": 4}, stream=True)], text("ok")])
     with trio.fail_after(10):
@@ -126,7 +126,9 @@ PICK = ClientTool(
 )
 
 
-async def test_client_tool_is_offered_for_its_run_and_takes_any_json() -> None:
+async def test_client_tool_is_offered_for_its_run_and_takes_any_json(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     agent = define_agent(name="a", tools={"echo": echo_tool()})
     model = ScriptedModel(
         [[tool_call("pickColor", {"hint": "warm"})], text("red it is"), text("bye")]
@@ -157,7 +159,7 @@ async def test_client_tool_is_offered_for_its_run_and_takes_any_json() -> None:
     assert result.output == {"type": "json", "value": [1, {"color": "red"}]}
 
 
-async def test_get_pending_action_reads_the_part() -> None:
+async def test_get_pending_action_reads_the_part(autojump_clock: trio.testing.MockClock) -> None:
     agent = define_agent(name="a", tools={"ask": approval_tool(), "echo": echo_tool()})
     model = ScriptedModel([[tool_call("ask", {"n": 1}), tool_call("echo", {"n": 2})], text("ok")])
     with trio.fail_after(10):
@@ -181,7 +183,9 @@ async def test_get_pending_action_reads_the_part() -> None:
     assert from_wire.ref == expected.ref
 
 
-async def test_get_pending_action_of_a_client_output_action() -> None:
+async def test_get_pending_action_of_a_client_output_action(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     agent = define_agent(name="a", tools={})
     model = ScriptedModel([[tool_call("pickColor", {})]])
     with trio.fail_after(10):
@@ -211,7 +215,9 @@ async def two_threads(store: MemoryStore) -> tuple[str, str]:
     return stuck, done
 
 
-async def test_an_unfinished_call_of_an_unregistered_tool_requires_migration() -> None:
+async def test_an_unfinished_call_of_an_unregistered_tool_requires_migration(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     store = MemoryStore()
     with trio.fail_after(10):
         stuck, fine = await two_threads(store)
@@ -230,7 +236,9 @@ async def test_an_unfinished_call_of_an_unregistered_tool_requires_migration() -
     assert [r.status for r in state.runs] == ["completed"]
 
 
-async def test_terminal_calls_of_an_unregistered_tool_load_unchanged() -> None:
+async def test_terminal_calls_of_an_unregistered_tool_load_unchanged(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     store = MemoryStore()
     with trio.fail_after(10):
         _, thread_id = await two_threads(store)

@@ -24,8 +24,6 @@ from pai_actors import (
 )
 from pai_actors.testing import ScriptedModel, create_test_runtime, text, tool_call
 
-pytestmark = pytest.mark.usefixtures("autojump_clock")
-
 
 class Query(BaseModel):
     n: int
@@ -43,7 +41,9 @@ def _tool_parts(state: Any) -> list[Any]:
     return [p for m in state.messages for p in m.parts if p.type != "text"]
 
 
-async def test_map_context_raising_at_execution_ends_the_call_in_output_error() -> None:
+async def test_map_context_raising_at_execution_ends_the_call_in_output_error(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     calls: list[int] = []
 
     def map_context(**_: Any) -> None:
@@ -69,7 +69,9 @@ async def test_map_context_raising_at_execution_ends_the_call_in_output_error() 
             await rt.wait_idle(tid)
 
 
-async def test_methods_after_close_raise_runtime_closed_and_write_nothing() -> None:
+async def test_methods_after_close_raise_runtime_closed_and_write_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     agent = define_agent(name="a", tools={})
     store = MemoryStore()
     with trio.fail_after(10):
@@ -93,7 +95,7 @@ async def test_methods_after_close_raise_runtime_closed_and_write_nothing() -> N
 
 @pytest.mark.parametrize("store_type", [MemoryStore, YieldingStore])
 async def test_two_concurrent_sends_one_wins_the_other_gets_thread_busy(
-    store_type: type[MemoryStore],
+    store_type: type[MemoryStore], autojump_clock: trio.testing.MockClock
 ) -> None:
     agent = define_agent(name="a", tools={})
     model = ScriptedModel([text("one"), text("two")])
@@ -177,7 +179,7 @@ class _CancelAfterCallWrite(MemoryStore):
 
 @pytest.mark.parametrize("cancel_before_write", [False, True])
 async def test_cancelled_submitter_during_activation_still_resumes_the_call(
-    cancel_before_write: bool,
+    cancel_before_write: bool, autojump_clock: trio.testing.MockClock
 ) -> None:
     agent = define_agent(name="a", tools={"ask": _ask_tool()})
     store = MemoryStore()
@@ -206,7 +208,9 @@ async def test_cancelled_submitter_during_activation_still_resumes_the_call(
 
 
 @pytest.mark.parametrize("k", range(8))
-async def test_closing_while_a_submission_activates_its_run_loses_nothing(k: int) -> None:
+async def test_closing_while_a_submission_activates_its_run_loses_nothing(
+    k: int, autojump_clock: trio.testing.MockClock
+) -> None:
     agent = define_agent(name="a", tools={"ask": _ask_tool()})
     store = MemoryStore()
     with trio.fail_after(10):
@@ -253,7 +257,7 @@ async def test_closing_while_a_submission_activates_its_run_loses_nothing(k: int
 @pytest.mark.parametrize("store_type", [MemoryStore, YieldingStore])
 @pytest.mark.parametrize("k", range(12))
 async def test_submit_racing_cancel_run_of_a_live_run_leaves_nothing_running(
-    store_type: type[MemoryStore], k: int
+    store_type: type[MemoryStore], k: int, autojump_clock: trio.testing.MockClock
 ) -> None:
     resumed: list[str] = []
     tool = _ask_tool(resumed)
@@ -291,7 +295,9 @@ async def test_submit_racing_cancel_run_of_a_live_run_leaves_nothing_running(
 
 
 @pytest.mark.parametrize("k", range(8))
-async def test_submit_racing_cancel_run_of_a_passivated_run_never_revives_it(k: int) -> None:
+async def test_submit_racing_cancel_run_of_a_passivated_run_never_revives_it(
+    k: int, autojump_clock: trio.testing.MockClock
+) -> None:
     resumed: list[str] = []
     agent = define_agent(name="a", tools={"ask": _ask_tool(resumed)})
     store = MemoryStore()
@@ -320,7 +326,9 @@ async def test_submit_racing_cancel_run_of_a_passivated_run_never_revives_it(k: 
             assert model.requests == []
 
 
-async def test_cancel_run_while_an_activation_runs_on_output_keeps_the_run_cancelled() -> None:
+async def test_cancel_run_while_an_activation_runs_on_output_keeps_the_run_cancelled(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     async def on_output(**_: Any) -> None:
         await trio.sleep(1)
 
@@ -345,7 +353,9 @@ async def test_cancel_run_while_an_activation_runs_on_output_keeps_the_run_cance
             assert len(model.requests) == 1
 
 
-async def test_reopened_store_gets_new_test_ids_and_send_starts_a_run() -> None:
+async def test_reopened_store_gets_new_test_ids_and_send_starts_a_run(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     agent = define_agent(name="a", tools={"ask": _ask_tool()})
     model = ScriptedModel(
         [[tool_call("ask", {"summary": "s"})], text("ok"), [tool_call("ask", {"summary": "t"})]]
@@ -372,7 +382,9 @@ async def test_reopened_store_gets_new_test_ids_and_send_starts_a_run() -> None:
     assert len(ids) == len(set(ids))
 
 
-async def test_send_reraises_a_store_conflict_when_the_thread_has_no_active_run() -> None:
+async def test_send_reraises_a_store_conflict_when_the_thread_has_no_active_run(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     tool = define_tool(id="t.q.v1", description="Q.", input_schema=Query, execute=lambda ctx: 1)
     agent = define_agent(name="a", tools={"q": tool})
     store = MemoryStore()
@@ -392,7 +404,9 @@ def _fixed_id_runtime(agent: Any, store: MemoryStore) -> Any:
 
 
 @pytest.mark.parametrize("how", ["cancel", "fail", "output"])
-async def test_a_run_whose_last_call_ended_before_a_close_goes_on_when_loaded(how: str) -> None:
+async def test_a_run_whose_last_call_ended_before_a_close_goes_on_when_loaded(
+    how: str, autojump_clock: trio.testing.MockClock
+) -> None:
     if how == "output":
         out = define_tool(
             id="t.out.v1", description="Out.", input_schema=Query, output_schema=Query
@@ -429,7 +443,9 @@ async def test_a_run_whose_last_call_ended_before_a_close_goes_on_when_loaded(ho
 
 
 @pytest.mark.parametrize("k", range(8))
-async def test_closing_right_after_a_submission_to_a_live_run_keeps_the_resume(k: int) -> None:
+async def test_closing_right_after_a_submission_to_a_live_run_keeps_the_resume(
+    k: int, autojump_clock: trio.testing.MockClock
+) -> None:
     resumed: list[str] = []
     agent = define_agent(name="a", tools={"ask": _ask_tool(resumed)})
     store = MemoryStore()
@@ -461,7 +477,9 @@ async def test_closing_right_after_a_submission_to_a_live_run_keeps_the_resume(k
             assert await rt.pending_actions(tid) == []
 
 
-async def test_closing_while_a_resume_executes_records_the_call_cancelled() -> None:
+async def test_closing_while_a_resume_executes_records_the_call_cancelled(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     started = trio.Event()
     resumed: list[str] = []
 

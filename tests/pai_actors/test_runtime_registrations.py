@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 import trio
 from pydantic import BaseModel
 
@@ -18,8 +17,6 @@ from pai_actors import (
     define_tool,
 )
 from pai_actors.testing import ScriptedModel, create_test_runtime, text, tool_call
-
-pytestmark = pytest.mark.usefixtures("autojump_clock")
 
 
 class Query(BaseModel):
@@ -54,14 +51,18 @@ async def run_once(agent: Any, model: ScriptedModel, **send: Any) -> Any:
             return await rt.get_state(thread_id)
 
 
-async def test_runtime_context_value_is_the_tool_context() -> None:
+async def test_runtime_context_value_is_the_tool_context(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     seen: list[Any] = []
     agent = define_agent(name="a", runtime_context={"db": "x"}, tools={"t": context_tool(seen)})
     await run_once(agent, ScriptedModel([[tool_call("t", {"n": 1})], text("ok")]))
     assert seen == [{"db": "x"}]
 
 
-async def test_runtime_context_factory_receives_the_runtime_scope() -> None:
+async def test_runtime_context_factory_receives_the_runtime_scope(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     seen: list[Any] = []
     scopes: list[RuntimeScope] = []
 
@@ -77,7 +78,9 @@ async def test_runtime_context_factory_receives_the_runtime_scope() -> None:
     assert scopes == [RuntimeScope("tenant-a", "user-1", state.thread_id, {"sub": "u1"})]
 
 
-async def test_map_context_result_is_ctx_context_and_sees_identity_and_client_data() -> None:
+async def test_map_context_result_is_ctx_context_and_sees_identity_and_client_data(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     seen: list[Any] = []
     calls: list[Any] = []
 
@@ -97,7 +100,9 @@ async def test_map_context_result_is_ctx_context_and_sees_identity_and_client_da
     assert ("base", "alice", {"tz": "UTC"}) in calls
 
 
-async def test_disabled_tool_is_not_offered_but_keeps_to_model_output() -> None:
+async def test_disabled_tool_is_not_offered_but_keeps_to_model_output(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     seen: list[Any] = []
 
     def enabled(*, runtime_context: Any, identity: Any, client_data: Any) -> bool:
@@ -121,7 +126,9 @@ async def test_disabled_tool_is_not_offered_but_keeps_to_model_output() -> None:
     assert tool_results(model, 2) == [{"type": "text", "value": "converted 7"}]
 
 
-async def test_on_output_observes_the_output_identity_and_client_data() -> None:
+async def test_on_output_observes_the_output_identity_and_client_data(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     observed: list[dict[str, Any]] = []
 
     async def on_output(**kwargs: Any) -> None:
@@ -148,7 +155,9 @@ async def test_on_output_observes_the_output_identity_and_client_data() -> None:
     ]
 
 
-async def test_on_output_is_not_called_for_a_failed_call() -> None:
+async def test_on_output_is_not_called_for_a_failed_call(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     observed: list[Any] = []
 
     def execute(ctx: ToolContext) -> Any:
@@ -161,7 +170,9 @@ async def test_on_output_is_not_called_for_a_failed_call() -> None:
     assert observed == []
 
 
-async def test_an_async_to_model_output_shapes_only_the_model_view() -> None:
+async def test_an_async_to_model_output_shapes_only_the_model_view(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     async def to_model_output(*, output: Any, input: Any, tool_call_id: str) -> Any:
         return {"type": "content", "value": [{"type": "text", "text": f"{tool_call_id}"}]}
 
@@ -175,7 +186,9 @@ async def test_an_async_to_model_output_shapes_only_the_model_view() -> None:
     assert part.output == {"n": 1}
 
 
-async def test_a_bare_json_value_from_to_model_output_is_json() -> None:
+async def test_a_bare_json_value_from_to_model_output_is_json(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     def to_model_output(*, output: Any, input: Any, tool_call_id: str) -> Any:
         return [output["n"], input["n"]]
 
@@ -185,7 +198,9 @@ async def test_a_bare_json_value_from_to_model_output_is_json() -> None:
     assert tool_results(model, 1) == [{"type": "json", "value": [2, 2]}]
 
 
-async def test_to_model_output_runs_again_whenever_history_is_prepared() -> None:
+async def test_to_model_output_runs_again_whenever_history_is_prepared(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     calls: list[str] = []
 
     def to_model_output(*, output: Any, input: Any, tool_call_id: str) -> str:
@@ -200,7 +215,9 @@ async def test_to_model_output_runs_again_whenever_history_is_prepared() -> None
     assert calls == ["c1", "c1", "c2"]
 
 
-async def test_a_failing_to_model_output_fails_the_run_clearly() -> None:
+async def test_a_failing_to_model_output_fails_the_run_clearly(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     def to_model_output(*, output: Any, input: Any, tool_call_id: str) -> Any:
         raise ValueError("cannot convert")
 
@@ -215,7 +232,9 @@ async def test_a_failing_to_model_output_fails_the_run_clearly() -> None:
     assert len(model.requests) == 1
 
 
-async def test_a_non_json_to_model_output_fails_the_run() -> None:
+async def test_a_non_json_to_model_output_fails_the_run(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     def to_model_output(*, output: Any, input: Any, tool_call_id: str) -> Any:
         return {1, 2}
 
@@ -227,7 +246,7 @@ async def test_a_non_json_to_model_output_fails_the_run() -> None:
     assert "to_model_output" in run.error
 
 
-async def test_error_results_bypass_to_model_output() -> None:
+async def test_error_results_bypass_to_model_output(autojump_clock: trio.testing.MockClock) -> None:
     calls: list[Any] = []
 
     def execute(ctx: ToolContext) -> Any:

@@ -34,8 +34,6 @@ from pai_actors import (
 )
 from pai_actors.testing import ScriptedModel, create_test_runtime, text, tool_call
 
-pytestmark = pytest.mark.usefixtures("autojump_clock")
-
 
 class Query(BaseModel):
     n: int
@@ -85,7 +83,9 @@ def run_is(status: str) -> Any:
     return lambda u: isinstance(u, RunStatusChanged) and u.run.status == status
 
 
-async def test_watch_yields_messages_parts_and_run_status_with_wire_forms() -> None:
+async def test_watch_yields_messages_parts_and_run_status_with_wire_forms(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     agent = define_agent(name="a", tools={"ask": approval_tool()})
     model = ScriptedModel([[tool_call("ask", {"n": 1})], text("done")])
     updates: list[ThreadUpdate] = []
@@ -125,7 +125,9 @@ async def test_watch_yields_messages_parts_and_run_status_with_wire_forms() -> N
     assert final.message.to_wire() == state.messages[-1].to_wire()
 
 
-async def test_transient_tool_data_reaches_only_connected_watchers_and_is_never_stored() -> None:
+async def test_transient_tool_data_reaches_only_connected_watchers_and_is_never_stored(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     store = MemoryStore()
     agent = define_agent(name="a", tools={"ask": approval_tool(transient=True)})
     model = ScriptedModel([[tool_call("ask", {"n": 1})], text("done")])
@@ -160,7 +162,9 @@ async def test_transient_tool_data_reaches_only_connected_watchers_and_is_never_
     assert "pct': 50" not in str(state.to_wire())
 
 
-async def test_watch_loads_the_thread_like_other_readers() -> None:
+async def test_watch_loads_the_thread_like_other_readers(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     store = MemoryStore()
     agent = define_agent(name="a", tools={"ask": approval_tool()})
     with trio.fail_after(10):
@@ -182,7 +186,9 @@ async def test_watch_loads_the_thread_like_other_readers() -> None:
                 rt2.watch(thread_id, capacity=0)
 
 
-async def test_a_slow_watcher_is_dropped_with_watch_overflow_and_never_blocks() -> None:
+async def test_a_slow_watcher_is_dropped_with_watch_overflow_and_never_blocks(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     agent = define_agent(name="a", tools={"ask": approval_tool()})
     model = ScriptedModel([[tool_call("ask", {"n": 1})], text("done")])
     with trio.fail_after(10):
@@ -201,7 +207,7 @@ async def test_a_slow_watcher_is_dropped_with_watch_overflow_and_never_blocks() 
     assert isinstance(received[0], MessageAppended)
 
 
-async def test_closing_the_runtime_ends_every_watch() -> None:
+async def test_closing_the_runtime_ends_every_watch(autojump_clock: trio.testing.MockClock) -> None:
     agent = define_agent(name="a", tools={})
     ended: list[int] = []
 
@@ -226,7 +232,9 @@ async def test_closing_the_runtime_ends_every_watch() -> None:
     assert sorted(ended) == [1, 2]
 
 
-async def test_a_reactivated_run_keeps_its_identity_client_data_and_client_tools() -> None:
+async def test_a_reactivated_run_keeps_its_identity_client_data_and_client_tools(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     seen: list[tuple[str, Any, Any]] = []
 
     def enabled(*, runtime_context: Any, identity: Any, client_data: Any) -> bool:
@@ -282,7 +290,9 @@ async def test_a_reactivated_run_keeps_its_identity_client_data_and_client_tools
     assert state.messages[-2].parts[0].output == {"any": ["json"]}
 
 
-async def test_a_run_record_stored_without_the_request_reads_with_defaults() -> None:
+async def test_a_run_record_stored_without_the_request_reads_with_defaults(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     at = datetime(2026, 1, 1, tzinfo=UTC)
     old = {"version": 1, "thread_id": "t", "run_id": "r", "status": "waiting"}
     record = RunRecord.model_validate({**old, "created_at": at.isoformat(), "revision": 3})
@@ -290,7 +300,9 @@ async def test_a_run_record_stored_without_the_request_reads_with_defaults() -> 
     assert RunRecord.model_validate_json(record.model_dump_json()) == record
 
 
-async def test_send_refuses_an_identity_that_cannot_be_stored() -> None:
+async def test_send_refuses_an_identity_that_cannot_be_stored(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     agent = define_agent(name="a", tools={})
     with trio.fail_after(10):
         async with create_test_runtime(agent, model=ScriptedModel([text("x")])) as rt:
