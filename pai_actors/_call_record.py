@@ -87,7 +87,9 @@ class CallRecord:
     ``input_text``); ``raw_input`` holds a registered tool's input that failed its schema.
     ``output`` / ``error_text`` hold the outcome once ``phase == "done"``. ``output_action``
     is the state of the implicit output action of a tool without ``execute`` (``None`` when
-    there is none). ``version`` is the version of this stored shape.
+    there is none). ``observed`` records that the registration's ``on_output`` ran for the
+    output (the runtime sets it; a call whose registration has no ``on_output`` keeps
+    ``False``). ``version`` is the version of this stored shape.
     """
 
     name: str
@@ -104,6 +106,7 @@ class CallRecord:
     output_action: EpisodeState | None = None
     cancelled: Cancellation | None = None
     data: Mapping[str, tuple[DataItem, ...]] = field(default_factory=lambda: frozen_mapping(None))
+    observed: bool = False
     version: int = 1
 
     @property

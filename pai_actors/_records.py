@@ -137,6 +137,7 @@ class _CallShape(_Shape):
     output_action: EpisodeState | None = None
     cancelled: _CancellationShape | None = None
     data: dict[str, tuple[_DataItemShape, ...]] = Field(default_factory=dict)
+    observed: bool = False
 
     @classmethod
     def of(cls, record: CallRecord) -> _CallShape:

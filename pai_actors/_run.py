@@ -59,7 +59,7 @@ from ._parts import ToolDataItem
 from ._prepare import prepare_tools, resolve_runtime_context
 from ._records import RunRecord, StoredCall, ThreadRecord
 from ._registration import ClientTool, call_callback
-from ._run_io import observe_output, read_step, tool_context, write_call
+from ._run_io import needs_observing, observe_output, read_step, tool_context, write_call
 from ._state import RunStatus
 from ._watch import ToolDataUpdated
 
@@ -91,9 +91,10 @@ def resumable(record: CallRecord, action_id: str | None = None) -> bool:
 class LiveRun:
     """A run whose actor is alive: the runtime's in-memory handle on it.
 
-    ``status``, ``active_calls`` and ``changed`` are what ``wait_idle`` looks at; they
-    change only synchronously, so a reader never sees a half-made change. ``changed`` is set
-    by a submission and cleared when the run actor re-reads its calls. ``cancelling`` is set
+    ``status``, ``active_calls``, ``changed`` and ``busy`` are what ``wait_idle`` looks at;
+    they change only synchronously, so a reader never sees a half-made change. ``changed`` is
+    set by a submission and cleared when the run actor re-reads its calls; ``busy`` is clear
+    only while the run actor waits for a message. ``cancelling`` is set
     by ``cancel_run``: no action of the run is resolved any more. ``agent_id``, ``agent`` and
     ``model`` are the thread's agent (its registry id and definition) and its model.
     ``live_calls`` holds the tool call ids that have a live call actor. ``resumes_started``
@@ -115,6 +116,7 @@ class LiveRun:
     status: Literal["running", "waiting"] = "running"
     active_calls: int = 0
     changed: bool = False
+    busy: bool = True
     cancelling: bool = False
     live_calls: set[str] = field(default_factory=set)
     resumes_started: set[str] = field(default_factory=set)
@@ -159,7 +161,12 @@ async def run_actor(rt: AgentRuntime, live: LiveRun, mailbox: Mailbox[RunMessage
         if not rt.closing:
             raise
         # The runtime is closing (trio.Cancelled, perhaps inside a group from the calls'
-        # supervisor): record the running calls, keep the pending ones, and re-raise.
+        # supervisor): record the running calls, keep the pending ones, and re-raise. A run
+        # that was waiting on its calls stays waiting, for the next runtime to go on with
+        # (even once every call is done: an accepted submission the model has not seen yet);
+        # one that was still running (a model step, its first calls) is cancelled unless a
+        # pending call is kept.
+        parked = live.status == "waiting"
         with trio.move_on_after(_CLEANUP_SECONDS, shield=True):
             pending = await record_cancelled(
                 rt,
@@ -169,7 +176,7 @@ async def run_actor(rt: AgentRuntime, live: LiveRun, mailbox: Mailbox[RunMessage
                 keep_pending=True,
                 started=live.resumes_started,
             )
-            await _set_status(rt, live, "waiting" if pending else "cancelled")
+            await _set_status(rt, live, "waiting" if pending or parked else "cancelled")
         raise
     finally:
         rt._forget(live)
@@ -215,23 +222,33 @@ async def _wait_calls(
     mailbox: Mailbox[RunMessage],
     message_id: str,
 ) -> None:
-    """Return once every call of the message ``message_id`` is done.
+    """Return once every call of the message ``message_id`` is done (and observed).
 
-    Each look spawns a resume actor for every accepted submission of the run without one.
+    Each look spawns a resume actor for every accepted submission of the run without one,
+    and runs ``on_output`` for every output no actor observed (a submitted output, or one
+    whose observation a closing runtime cut short). ``live.busy`` is clear only while the
+    run waits for its next message, so ``wait_idle`` never sees a look half done.
     """
     while True:
+        live.busy = True
         live.changed = False
         run_calls = [
             c for c in await rt.store.list_calls(live.thread_id) if c.run_id == live.run_id
         ]
         for call in run_calls:
-            if call.record.tool_call_id not in live.live_calls and resumable(call.record):
+            if call.record.tool_call_id in live.live_calls:
+                continue
+            if resumable(call.record):
                 _spawn_call(rt, live, calls, call, None)
+            elif needs_observing(live, call.record):
+                await observe_output(rt, live, call)
         if live.active_calls == 0 and not live.changed:
             step_calls = [c for c in run_calls if c.message_id == message_id]
             if all(c.record.phase == "done" for c in step_calls):
                 return
             await _set_status(rt, live, "waiting")
+        live.busy = False
+        rt.notify()
         await mailbox.receive()
 
 
@@ -383,7 +400,7 @@ class _CallDriver:
         except Exception as exc:
             step = finish_exception(self.record, rt.error_text(exc, thread))
         await self.write(step.record)
-        await observe_output(rt, self.live, self.call)
+        self.call = await observe_output(rt, self.live, self.call)
 
     def _resume_entry(self, spec: CallSpec) -> ResumeEntry:
         """The entry of the stored call's accepted submission (its latest episode)."""

@@ -54,21 +54,31 @@ async def tool_context(rt: AgentRuntime, live: LiveRun, registration: ToolRegist
     )
 
 
-async def observe_output(rt: AgentRuntime, live: LiveRun, call: StoredCall) -> None:
-    """Call the registration's ``on_output`` for a call that settled with an output.
+def needs_observing(live: LiveRun, record: CallRecord) -> bool:
+    """Whether ``record`` settled with an output its registration's ``on_output`` has not
+    observed yet."""
+    if record.observed or record.dynamic or record.finish != "output-available":
+        return False
+    registration = live.agent.tools.get(record.name)
+    return registration is not None and registration.on_output is not None
+
+
+async def observe_output(rt: AgentRuntime, live: LiveRun, call: StoredCall) -> StoredCall:
+    """Call the registration's ``on_output`` for a call that settled with an output, then
+    record that it was observed; return the call as stored.
 
     ``on_output(*, output, input, tool_call_id, tool_name, context, identity, client_data)``
-    (sync or async) runs after the output is stored; it observes and cannot change it: an
-    exception it raises is logged and otherwise ignored.
+    (sync or async) runs after the output is stored, in the run's actor, before the model
+    sees the output; it observes and cannot change it: an exception it raises is logged and
+    otherwise ignored. The ``observed`` mark is stored after it returns, so ``on_output``
+    runs at least once per output: again, if the process stops in between, when a later
+    runtime goes on with the run; never for a run cancelled before it ran.
     """
     record = call.record
-    registration = None if record.dynamic else live.agent.tools.get(record.name)
-    if (
-        registration is None
-        or registration.on_output is None
-        or record.finish != "output-available"
-    ):
-        return
+    if not needs_observing(live, record):
+        return call
+    registration = live.agent.tools[record.name]
+    assert registration.on_output is not None
     try:
         await call_callback(
             registration.on_output,
@@ -82,6 +92,7 @@ async def observe_output(rt: AgentRuntime, live: LiveRun, call: StoredCall) -> N
         )
     except Exception:
         _log.exception("on_output of tool %r (call %r) raised", record.name, record.tool_call_id)
+    return await write_call(rt, call, replace(record, observed=True))
 
 
 async def read_step(

@@ -4,18 +4,19 @@
 actor under it, and each tool call an actor under its run (see ``_run``). Pending actions
 are resolved here: the submission is judged by the pure core (``_calls``), written with the
 call's part in one transaction, and then the run is woken; its actor resumes every accepted
-submission without a live actor (see ``_run``). A run that is not alive (after the runtime
+submission without a live actor and runs ``on_output`` for every output not yet
+observed (see ``_run``). A run that is not alive (after the runtime
 was reopened on the same store) is activated by a runtime-owned task, never in the
 submitter's cancel scope, and only while its stored status is ``running`` or ``waiting``.
 
 Activation in a fresh runtime: loading a thread (``send``, ``get_state``,
 ``pending_actions``) activates each run of it that holds an accepted submission whose resume
 never ran (``executing``, latest episode ``submitted``, no result), and its active run
-without a live actor whose calls are all done (an accepted cancel, fail or output submission
-ended its last call before the run went on; ``on_output`` is not run again there) — the
-thread is read there anyway, and the store has no listing of all threads to scan when the
-runtime opens. An activation reads the run again right before starting it, and starts it
-only while it is active and not being cancelled.
+without a live actor whose calls are all done (an accepted cancel, fail or output
+submission ended its last call before the run went on) — the thread is read there anyway,
+and the store has no listing of all threads to scan when the runtime opens. An activation
+reads the run again right before starting it, and starts it only while it is active and
+not being cancelled.
 
 Concurrency contract: every method may be called from any task of the trio run that entered
 the runtime. A submission either resolves its action and returns ``accepted``, or returns
@@ -62,7 +63,7 @@ from ._pending import PendingActionView
 from ._records import ClientToolRecord, RunRecord, StoredCall, ThreadRecord
 from ._registration import ClientTool
 from ._run import LiveRun, record_cancelled, resumable, run_actor
-from ._run_io import observe_output, write_call
+from ._run_io import write_call
 from ._state import ThreadState
 from ._store import Store, Transaction
 from ._watch import DEFAULT_WATCH_CAPACITY, ThreadUpdate, ThreadWatch, WatchHub, updates_of
@@ -314,7 +315,7 @@ class AgentRuntime:
             # before the run went on: nothing is resumable, yet the run must reach the model.
             run_calls = [c for c in calls if c.run_id == active.run_id]
             if run_calls and all(c.record.phase == "done" for c in run_calls):
-                self._activate_soon(run_calls[-1], observe=False)
+                self._activate_soon(run_calls[-1])
         return thread
 
     async def send(
@@ -402,7 +403,12 @@ class AgentRuntime:
             live = self._threads.get(thread_id)
             if thread_id not in self._activating.values() and (
                 live is None
-                or (live.status == "waiting" and live.active_calls == 0 and not live.changed)
+                or (
+                    live.status == "waiting"
+                    and not live.busy
+                    and live.active_calls == 0
+                    and not live.changed
+                )
             ):
                 return
             await self._changed.wait()
@@ -566,14 +572,10 @@ class AgentRuntime:
             return
         live.changed = True
         self.notify()
-        try:
-            await observe_output(self, live, call)
-        finally:
-            live.wake()
+        live.wake()
 
-    def _activate_soon(self, call: StoredCall, *, observe: bool = True) -> None:
-        """Activate the run of ``call`` in a runtime-owned task (unless it is alive);
-        ``observe``: run ``on_output`` for ``call`` first (a just-submitted output)."""
+    def _activate_soon(self, call: StoredCall) -> None:
+        """Activate the run of ``call`` in a runtime-owned task (unless it is alive)."""
         run_id = call.run_id
         if (
             self.closing
@@ -584,9 +586,9 @@ class AgentRuntime:
         ):
             return
         self._activating[run_id] = call.thread_id
-        self._nursery.start_soon(self._activate, call, observe)
+        self._nursery.start_soon(self._activate, call)
 
-    async def _activate(self, call: StoredCall, observe: bool) -> None:
+    async def _activate(self, call: StoredCall) -> None:
         """Start the actor of a run that is not alive, if its stored run is still active."""
         run_id = call.run_id
         try:
@@ -600,8 +602,6 @@ class AgentRuntime:
                 tuple(ClientTool(t.name, t.description, t.input_schema) for t in run.client_tools),
             )
             live.resume_message_id = call.message_id
-            if observe:
-                await observe_output(self, live, call)  # a submitted output action's on_output
             # Read the run again (it may have been cancelled meanwhile) and start it with no
             # await in between: the actor starts from the latest revision, or not at all.
             run = await self.store.get_run(run_id)

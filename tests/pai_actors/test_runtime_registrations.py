@@ -9,6 +9,7 @@ import trio
 from pydantic import BaseModel
 
 from pai_actors import (
+    MemoryStore,
     ModelToolMessage,
     RuntimeScope,
     ToolContext,
@@ -264,3 +265,95 @@ async def test_error_results_bypass_to_model_output(autojump_clock: trio.testing
     await run_once(agent, model)
     assert calls == []
     assert tool_results(model, 1) == [{"type": "error-text", "value": "it broke"}]
+
+
+def external_tool() -> Any:
+    return define_tool(
+        id="test.ask-client.v1", description="Ask.", input_schema=Query, output_schema=Query
+    )
+
+
+async def test_on_output_runs_once_per_output_before_the_model_sees_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    events: list[str] = []
+
+    async def on_output(*, output: Any, tool_call_id: str, **_: Any) -> None:
+        await trio.sleep(1)  # a slow observer still runs before the next model step
+        events.append(f"observed {tool_call_id}")
+
+    def answer(request: Any) -> Any:
+        events.append("model")
+        return text("ok")
+
+    registration = ToolRegistration(context_tool([]), on_output=on_output)
+    agent = define_agent(name="a", tools={"t": registration})
+    model = ScriptedModel(
+        [[tool_call("t", {"n": 1}, id="c1"), tool_call("t", {"n": 2}, id="c2")], answer]
+    )
+    state = await run_once(agent, model)
+    assert sorted(events[:2]) == ["observed c1", "observed c2"]
+    assert events[2:] == ["model"]
+    assert [r.status for r in state.runs] == ["completed"]
+
+
+async def test_on_output_observes_outputs_submitted_together_to_a_passivated_run(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    observed: list[tuple[str, Any]] = []
+
+    def on_output(*, output: Any, tool_call_id: str, **_: Any) -> None:
+        observed.append((tool_call_id, output))
+
+    agent = define_agent(
+        name="a", tools={"ask": ToolRegistration(external_tool(), on_output=on_output)}
+    )
+    model = ScriptedModel(
+        [[tool_call("ask", {"n": 1}, id="c1"), tool_call("ask", {"n": 2}, id="c2")], text("ok")]
+    )
+    store = MemoryStore()
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=model, store=store) as rt:
+            thread_id = await rt.create_thread("s")
+            await rt.send(thread_id, "go")
+            await rt.wait_idle(thread_id)
+        async with create_test_runtime(agent, model=model, store=store) as rt:
+            first, second = await rt.pending_actions(thread_id)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(first.submit, {"n": 10})
+                nursery.start_soon(second.submit, {"n": 20})
+            await rt.wait_idle(thread_id)
+            state = await rt.get_state(thread_id)
+    assert sorted(observed) == [("c1", {"n": 10}), ("c2", {"n": 20})]
+    assert [r.status for r in state.runs] == ["completed"]
+
+
+async def test_an_output_accepted_just_before_closing_is_observed_by_the_next_runtime(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    observed: list[str] = []
+
+    def on_output(*, tool_call_id: str, **_: Any) -> None:
+        observed.append(tool_call_id)
+
+    agent = define_agent(
+        name="a", tools={"ask": ToolRegistration(external_tool(), on_output=on_output)}
+    )
+    model = ScriptedModel([[tool_call("ask", {"n": 1}, id="c1")], text("ok")])
+    store = MemoryStore()
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=model, store=store) as rt:
+            thread_id = await rt.create_thread("s")
+            await rt.send(thread_id, "go")
+            await rt.wait_idle(thread_id)
+            [action] = await rt.pending_actions(thread_id)
+            assert (await action.submit({"n": 5})).status == "accepted"
+            # the runtime closes here, before the run's actor looked at the output
+        assert observed == []
+        async with create_test_runtime(agent, model=model, store=store) as rt:
+            await rt.get_state(thread_id)  # loading the thread goes on with its run
+            await rt.wait_idle(thread_id)
+            state = await rt.get_state(thread_id)
+    assert observed == ["c1"]
+    assert [r.status for r in state.runs] == ["completed"]
+    assert len(model.requests) == 2
