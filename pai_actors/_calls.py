@@ -138,6 +138,16 @@ def finish_exception(record: CallRecord, error_text: str) -> Step:
     return _finish(record, "output-error", None, error_text)
 
 
+def abandon_call(record: CallRecord, error_text: str, *, at: datetime) -> Step:
+    """The runtime could not carry the call on (its actor failed): end it in
+    ``output-error`` with ``error_text``, whatever its phase; a pending episode or output
+    action resolves as ``"failed"``. A finished call is left as it is."""
+    _aware(at)
+    if record.phase == "done":
+        return Step(record, ())
+    return _finish(_resolve_pending(record, "failed", at), "output-error", None, error_text)
+
+
 def cancel_call(record: CallRecord, reason: str | None, *, at: datetime) -> Step:
     """The run, request or runtime was cancelled: end the call as cancelled.
 

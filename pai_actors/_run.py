@@ -33,6 +33,7 @@ from ._agent import AgentDefinition, RuntimeScope
 from ._call_record import CallRecord, CallSpec, DataWritten, Execute
 from ._calls import (
     Step,
+    abandon_call,
     cancel_call,
     finish_exception,
     finish_failure,
@@ -145,6 +146,7 @@ class LiveRun:
 
 async def run_actor(rt: AgentRuntime, live: LiveRun, mailbox: Mailbox[RunMessage]) -> None:
     """Drive one run until the model answers without tool calls, or it is cancelled."""
+    failure: str | None = None
     try:
         with live.scope:
             async with open_supervisor(name="calls") as calls:
@@ -152,8 +154,15 @@ async def run_actor(rt: AgentRuntime, live: LiveRun, mailbox: Mailbox[RunMessage
                 try:
                     await _loop(rt, live, calls, mailbox)
                 except Exception as exc:  # the model or the tools' preparation failed
-                    await _set_status(rt, live, "failed", error=str(exc) or repr(exc))
-        if live.scope.cancelled_caught:
+                    failure = str(exc) or repr(exc)
+                    for controller in list(live.controllers):
+                        controller.abort("the run failed")
+                    live.scope.cancel()  # stop its calls; they are recorded below
+        if failure is not None:
+            with trio.move_on_after(_CLEANUP_SECONDS, shield=True):
+                await record_cancelled(rt, live.thread_id, live.run_id, "the run failed")
+                await _set_status(rt, live, "failed", error=failure)
+        elif live.scope.cancelled_caught:
             with trio.move_on_after(_CLEANUP_SECONDS, shield=True):
                 await record_cancelled(rt, live.thread_id, live.run_id, live.cancel_reason)
                 await _set_status(rt, live, "cancelled")
@@ -211,6 +220,10 @@ async def _loop(
             await _set_status(rt, live, "completed")
             return
         for call in stored:
+            if not call.record.dynamic and call.record.name not in prepared.tools:
+                # Not offered in this step (disabled, or no such tool): it never executes.
+                await write_call(rt, call, _unknown_tool(call.record, list(prepared.tools)))
+                continue
             _spawn_call(rt, live, calls, call, InitialEntry())
         await _wait_calls(rt, live, calls, mailbox, message_id)
 
@@ -330,8 +343,12 @@ def _spawn_call(
     controller = AbortController()
 
     async def tool_call(mailbox: Mailbox[None]) -> None:
+        driver = _CallDriver(rt, live, call, controller)
         try:
-            await _CallDriver(rt, live, call, controller).run(entry)
+            await driver.run(entry)
+        except Exception as exc:  # a bug or a store failure: never leave the call unrecorded
+            _log.exception("the actor of call %r failed", tool_call_id)
+            await _record_crash(rt, driver, exc)
         finally:
             live.controllers.discard(controller)
             live.live_calls.discard(tool_call_id)
@@ -348,6 +365,21 @@ def _spawn_call(
         live.live_calls.discard(tool_call_id)
         live.active_calls -= 1
         raise
+
+
+async def _record_crash(rt: AgentRuntime, driver: _CallDriver, exc: Exception) -> None:
+    """End a call whose actor failed unexpectedly in ``output-error`` (if it is unfinished)."""
+    with trio.move_on_after(_CLEANUP_SECONDS, shield=True):
+        try:
+            call = await rt.store.get_call(driver.record.tool_call_id)
+            if call is None:
+                return
+            text = f"the tool call failed inside the runtime: {exc!r}"
+            step = abandon_call(call.record, text, at=rt.now())
+            if step.record != call.record:
+                await write_call(rt, call, step.record)
+        except Exception:  # the store fails too: the run's cancel or close records it
+            _log.exception("recording the failure of call %r failed", driver.record.tool_call_id)
 
 
 class _CallDriver:
@@ -398,7 +430,7 @@ class _CallDriver:
                 entry if entry is not None else self._resume_entry(spec), spec, tool_input, thread
             )
         except Exception as exc:
-            step = finish_exception(self.record, rt.error_text(exc, thread))
+            step = finish_exception(self.record, await rt.error_text(exc, thread))
         await self.write(step.record)
         self.call = await observe_output(rt, self.live, self.call)
 
@@ -445,7 +477,7 @@ class _CallDriver:
         try:
             result = await call_callback(registration.tool.execute, ctx)
         except Exception as exc:
-            return finish_exception(self.record, rt.error_text(exc, thread))
+            return finish_exception(self.record, await rt.error_text(exc, thread))
         if isinstance(result, ToolSuspendResult):
             return suspend(
                 self.record,
@@ -504,7 +536,7 @@ class _CallDriver:
 
 def _unknown_tool(record: CallRecord, offered: list[str]) -> CallRecord:
     text = (
-        f"the model called the tool {record.name!r}, which this agent does not offer "
+        f"the model called the tool {record.name!r}, which is not offered to it here "
         f"(offered: {', '.join(map(repr, offered)) or 'none'})"
     )
     return replace(record, phase="done", finish="output-error", error_text=text, input_text="")

@@ -61,15 +61,16 @@ from ._model import Model
 from ._parts import Message, TextPart, ToolPart
 from ._pending import PendingActionView
 from ._records import ClientToolRecord, RunRecord, StoredCall, ThreadRecord
-from ._registration import ClientTool
+from ._registration import ClientTool, call_callback
 from ._run import LiveRun, record_cancelled, resumable, run_actor
 from ._run_io import write_call
 from ._state import ThreadState
 from ._store import Store, Transaction
 from ._watch import DEFAULT_WATCH_CAPACITY, ThreadUpdate, ThreadWatch, WatchHub, updates_of
 
-MapError = Callable[[Exception, ToolThread], str]
-"""``map_error(exc, call) -> str``: the ``errorText`` for an exception ``execute`` raised."""
+MapError = Callable[[Exception, ToolThread], Any]
+"""``map_error(exc, call) -> str`` (sync or async): the ``errorText`` for an exception
+``execute`` raised."""
 
 _RUN_MAILBOX = 1024
 _log = logging.getLogger("pai_actors")
@@ -229,12 +230,22 @@ class AgentRuntime:
             client_tools=client_tools,
         )
 
-    def error_text(self, exc: Exception, call: ToolThread) -> str:
+    async def error_text(self, exc: Exception, call: ToolThread) -> str:
+        """The ``errorText`` of ``exc``: ``map_error``'s (sync or async) when it returns a
+        string, else the exception's message (or its type's name)."""
         if self._map_error is not None:
             try:
-                return self._map_error(exc, call)
+                text = await call_callback(self._map_error, exc, call)
             except Exception:  # a failing map_error must not hide the tool's error
-                pass
+                _log.exception("map_error raised for call %r", call.tool_call_id)
+            else:
+                if isinstance(text, str):
+                    return text
+                _log.error(
+                    "map_error returned %r for call %r, not a str; using the exception's message",
+                    text,
+                    call.tool_call_id,
+                )
         return str(exc) or type(exc).__name__
 
     def _start(self, live: LiveRun) -> None:

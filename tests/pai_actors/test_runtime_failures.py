@@ -1,0 +1,198 @@
+"""What the runtime does when something fails around a call: a model calling a tool it was
+not offered, map_error (sync, async, misbehaving), an actor failing unexpectedly, a run
+failing while calls wait."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import trio
+import trio.lowlevel
+from pydantic import BaseModel, BeforeValidator
+
+from pai_actors import (
+    MemoryStore,
+    SuspendPoint,
+    ToolCallEvent,
+    ToolContext,
+    ToolRegistration,
+    ToolThread,
+    define_agent,
+    define_tool,
+)
+from pai_actors.testing import ScriptedModel, create_test_runtime, text, tool_call
+
+
+class Query(BaseModel):
+    n: int = 0
+
+
+def parts(state: Any) -> list[Any]:
+    return [p for m in state.messages for p in m.parts if p.type != "text"]
+
+
+def raising(ctx: ToolContext) -> Any:
+    raise RuntimeError("boom")
+
+
+def raising_tool() -> Any:
+    return define_tool(id="t.b.v1", description="B.", input_schema=Query, execute=raising)
+
+
+async def run_to_idle(agent: Any, model: ScriptedModel, **options: Any) -> Any:
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=model, **options) as rt:
+            thread_id = await rt.create_thread("s")
+            await rt.send(thread_id, "go")
+            await rt.wait_idle(thread_id)
+            return await rt.get_state(thread_id)
+
+
+async def test_a_call_to_a_tool_not_offered_in_this_step_never_executes(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    ran: list[Any] = []
+
+    def execute(ctx: ToolContext) -> str:
+        ran.append(ctx.input)
+        return "ran"
+
+    tool = define_tool(id="t.off.v1", description="Off.", input_schema=Query, execute=execute)
+    agent = define_agent(
+        name="a",
+        tools={"off": ToolRegistration(tool, enabled=False), "on": tool},
+    )
+    # A real model may call anything; ScriptedModel's tool_call would refuse, so use the event.
+    model = ScriptedModel(
+        [
+            [
+                ToolCallEvent(tool_call_id="c1", tool_name="off", input={"n": 1}),
+                ToolCallEvent(tool_call_id="c2", tool_name="nope", input={}),
+            ],
+            text("done"),
+        ]
+    )
+    state = await run_to_idle(agent, model)
+    assert ran == []
+    assert [(p.tool_name, p.state) for p in parts(state)] == [
+        ("off", "output-error"),
+        ("nope", "output-error"),
+    ]
+    assert parts(state)[0].error_text == (
+        "the model called the tool 'off', which is not offered to it here (offered: 'on')"
+    )
+    assert [r.status for r in state.runs] == ["completed"]
+
+
+async def test_map_error_may_be_async(autojump_clock: trio.testing.MockClock) -> None:
+    seen: list[str] = []
+
+    async def map_error(exc: Exception, call: ToolThread) -> str:
+        await trio.lowlevel.checkpoint()
+        seen.append(call.tool_name)
+        return f"mapped: {exc}"
+
+    agent = define_agent(
+        name="a",
+        tools={
+            "b": define_tool(id="t.b.v1", description="B.", input_schema=Query, execute=raising)
+        },
+    )
+    model = ScriptedModel([[tool_call("b", {})], text("done")])
+    state = await run_to_idle(agent, model, map_error=map_error)
+    assert [(p.state, p.error_text) for p in parts(state)] == [("output-error", "mapped: boom")]
+    assert seen == ["b"]
+
+
+async def test_a_map_error_that_fails_or_returns_no_str_leaves_the_message(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    def not_a_str(exc: Exception, call: ToolThread) -> Any:
+        return 42
+
+    def failing(exc: Exception, call: ToolThread) -> str:
+        raise ValueError("map_error broke")
+
+    agent = define_agent(
+        name="a",
+        tools={
+            "b": define_tool(id="t.b.v1", description="B.", input_schema=Query, execute=raising)
+        },
+    )
+    for map_error in (not_a_str, failing):
+        model = ScriptedModel([[tool_call("b", {})], text("done")])
+        state = await run_to_idle(agent, model, map_error=map_error)
+        assert [(p.state, p.error_text) for p in parts(state)] == [("output-error", "boom")]
+        assert [r.status for r in state.runs] == ["completed"]
+
+
+async def test_an_unexpected_error_in_a_call_actor_ends_the_call_and_the_run_goes_on(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    def explode(value: Any) -> Any:
+        raise KeyError("not a validation error")  # pydantic lets this through unwrapped
+
+    class Odd(BaseModel):
+        n: Annotated[int, BeforeValidator(explode)]
+
+    tool = define_tool(id="t.odd.v1", description="Odd.", input_schema=Odd, execute=lambda ctx: 1)
+    agent = define_agent(name="a", tools={"odd": tool})
+    model = ScriptedModel([[tool_call("odd", {"n": 1})], text("done")])
+    state = await run_to_idle(agent, model)
+    [part] = parts(state)
+    assert part.state == "output-error"
+    assert part.error_text is not None
+    assert part.error_text.startswith("the tool call failed inside the runtime: KeyError(")
+    assert [r.status for r in state.runs] == ["completed"]
+    assert len(model.requests) == 2
+
+
+async def test_a_failed_run_records_its_waiting_calls_and_leaves_no_action_pending(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    down = False
+
+    def runtime_context(scope: Any) -> Any:
+        if down:
+            raise RuntimeError("context service down")
+        return {}
+
+    def execute(ctx: ToolContext) -> Any:
+        if ctx.entry.type == "resume":
+            return "done"
+        return ctx.suspend("confirm", {})
+
+    tool = define_tool(
+        id="t.confirm.v1",
+        description="Confirm.",
+        input_schema=Query,
+        suspend={"confirm": SuspendPoint(suspend_schema=Query, resume_schema=Query)},
+        execute=execute,
+    )
+    agent = define_agent(
+        name="a", runtime_context=runtime_context, tools={"one": tool, "two": tool}
+    )
+    store = MemoryStore()
+    model = ScriptedModel([[tool_call("one", {}), tool_call("two", {})], text("done")])
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=model, store=store) as rt:
+            thread_id = await rt.create_thread("s")
+            await rt.send(thread_id, "go")
+            await rt.wait_idle(thread_id)
+        down = True
+        async with create_test_runtime(agent, model=model, store=store) as rt:
+            first, _ = await rt.pending_actions(thread_id)
+            assert (await first.submit({"n": 1})).status == "accepted"
+            await rt.wait_idle(thread_id)  # the run's actor starts and fails at once
+            state = await rt.get_state(thread_id)
+            assert await rt.pending_actions(thread_id) == []
+    [run] = state.runs
+    assert run.status == "failed"
+    assert run.error is not None
+    assert "context service down" in run.error
+    expected = "The tool call was cancelled: the run failed"
+    assert [(p.state, p.error_text) for p in parts(state)] == [("output-error", expected)] * 2
+    assert [[s.state for s in p.suspensions] for p in parts(state)] == [
+        ["submitted"],
+        ["cancelled"],
+    ]
