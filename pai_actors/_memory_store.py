@@ -11,9 +11,9 @@ reader sees a transaction entirely or not at all, and a refused batch leaves not
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import assert_never
+from typing import TypeVar, assert_never
 
 import trio
 
@@ -41,7 +41,7 @@ class _Tables:
     threads: dict[str, str] = field(default_factory=dict)
     messages: dict[str, dict[str, str]] = field(default_factory=dict)  # thread -> id -> json
     runs: dict[str, str] = field(default_factory=dict)
-    calls: dict[str, str] = field(default_factory=dict)
+    calls: dict[tuple[str, str], str] = field(default_factory=dict)  # (thread, call id)
     files: dict[str, tuple[str, bytes]] = field(default_factory=dict)
 
 
@@ -110,16 +110,15 @@ class MemoryStore:
     async def get_active_run(self, thread_id: str) -> RunRecord | None:
         return next((r for r in _runs_of(await self._read(), thread_id) if r.active), None)
 
-    async def get_call(self, tool_call_id: str) -> StoredCall | None:
-        text = (await self._read()).calls.get(tool_call_id)
+    async def get_call(self, thread_id: str, tool_call_id: str) -> StoredCall | None:
+        text = (await self._read()).calls.get((thread_id, tool_call_id))
         return None if text is None else StoredCall.model_validate_json(text)
 
     async def list_calls(self, thread_id: str) -> list[StoredCall]:
         return _calls_of(await self._read(), {thread_id})
 
-    async def get_pending_action(self, action_id: str) -> OpenAction | None:
-        calls = [StoredCall.model_validate_json(t) for t in (await self._read()).calls.values()]
-        for call in calls:
+    async def get_pending_action(self, thread_id: str, action_id: str) -> OpenAction | None:
+        for call in _calls_of(await self._read(), {thread_id}):
             for action in open_actions(call):
                 if action.ref.action_id == action_id:
                     return action
@@ -138,8 +137,10 @@ class MemoryStore:
         }
         return [action for call in _calls_of(tables, threads) for action in open_actions(call)]
 
-    async def list_tool_data(self, tool_call_id: str, channel: str) -> list[ToolDataItem]:
-        call = await self.get_call(tool_call_id)
+    async def list_tool_data(
+        self, thread_id: str, tool_call_id: str, channel: str
+    ) -> list[ToolDataItem]:
+        call = await self.get_call(thread_id, tool_call_id)
         if call is None:
             return []
         return [
@@ -233,12 +234,11 @@ def _apply(tables: _Tables, writes: Sequence[Write]) -> _Tables:
         elif isinstance(write, PutCall):
             call = write.call
             key = f"call {call.tool_call_id!r}"
-            _check_revision(
-                new.calls, call.tool_call_id, call.revision, call.thread_id, key, StoredCall
-            )
+            call_key = (call.thread_id, call.tool_call_id)
+            _check_revision(new.calls, call_key, call.revision, call.thread_id, key, StoredCall)
             _check_thread(new, call.thread_id, key)
             stored_call = call.model_copy(update={"revision": call.revision + 1})
-            new.calls[call.tool_call_id] = stored_call.model_dump_json()
+            new.calls[call_key] = stored_call.model_dump_json()
         elif isinstance(write, SaveFile):
             file = write.file
             key = f"file {file.file_id!r}"
@@ -266,9 +266,12 @@ def _check_thread(tables: _Tables, thread_id: str, key: str) -> None:
         raise StoreConflict(key, f"its thread {thread_id!r} does not exist; create it first")
 
 
+K = TypeVar("K", bound=Hashable)
+
+
 def _check_revision(
-    table: dict[str, str],
-    record_id: str,
+    table: Mapping[K, str],
+    record_id: K,
     revision: int,
     thread_id: str,
     key: str,

@@ -312,7 +312,7 @@ async def record_cancelled(
                 await write_call(rt, call, step.record)
                 break
             except StoreConflict:  # changed meanwhile: judge it again
-                call = await rt.store.get_call(record.tool_call_id)
+                call = await rt.store.get_call(thread_id, record.tool_call_id)
     return kept
 
 
@@ -371,7 +371,7 @@ async def _record_crash(rt: AgentRuntime, driver: _CallDriver, exc: Exception) -
     """End a call whose actor failed unexpectedly in ``output-error`` (if it is unfinished)."""
     with trio.move_on_after(_CLEANUP_SECONDS, shield=True):
         try:
-            call = await rt.store.get_call(driver.record.tool_call_id)
+            call = await rt.store.get_call(driver.call.thread_id, driver.call.tool_call_id)
             if call is None:
                 return
             text = f"the tool call failed inside the runtime: {exc!r}"
@@ -403,11 +403,11 @@ class _CallDriver:
     async def run(self, entry: InitialEntry | None) -> None:
         rt = self.rt
         if entry is None:  # a resume: only of a submission still waiting for it
-            current = await rt.store.get_call(self.record.tool_call_id)
+            current = await rt.store.get_call(self.call.thread_id, self.record.tool_call_id)
             if current is None or not resumable(current.record):
                 return
             self.call = current
-        spec = rt.spec_for(self.record, self.live.agent)
+        spec = rt.spec_for(self.call, self.live.agent)
         if spec is None:
             await self.write(_unknown_tool(self.record, list(self.live.agent.tools)))
             return
@@ -531,7 +531,9 @@ class _CallDriver:
                 )
 
     async def _list_data(self, name: str) -> list[ToolDataItem]:
-        return await self.rt.store.list_tool_data(self.record.tool_call_id, name)
+        return await self.rt.store.list_tool_data(
+            self.call.thread_id, self.record.tool_call_id, name
+        )
 
 
 def _unknown_tool(record: CallRecord, offered: list[str]) -> CallRecord:

@@ -14,8 +14,8 @@ import trio
 from ._agent import RuntimeScope
 from ._call_record import CallRecord
 from ._calls import input_delta, new_call, to_part
-from ._errors import StoreConflict
-from ._model import ModelRequest, ToolInputDelta, ToolInputStart
+from ._errors import ModelProtocolError, StoreConflict
+from ._model import ModelRequest, ToolCallEvent, ToolInputDelta, ToolInputStart
 from ._parts import Message, TextPart
 from ._prepare import resolve_runtime_context
 from ._records import StoredCall
@@ -112,11 +112,14 @@ async def read_step(
     accumulator = StepAccumulator()
     streamed: dict[str, StoredCall] = {}
     appended = False
+    taken = {c.tool_call_id for c in await rt.store.list_calls(live.thread_id)}
     try:
         events = live.model.stream(request)
         try:
             async for event in events:
                 accumulator.feed(event)
+                if isinstance(event, ToolInputStart | ToolCallEvent):
+                    _check_new_id(event.tool_call_id, taken)
                 if isinstance(event, ToolInputStart):
                     record = new_call(
                         event.tool_name,
@@ -172,7 +175,7 @@ async def read_step(
         records.append(replace(record, input=event.input))
     for record in records:
         if record.dynamic:
-            rt.client_tools[record.tool_call_id] = client_tools[record.name]
+            rt.client_tools[live.thread_id, record.tool_call_id] = client_tools[record.name]
     text = [TextPart(text=step.text)] if step.text else []
     message = Message(
         id=message_id, role="assistant", parts=(*text, *(to_part(r) for r in records))
@@ -195,6 +198,15 @@ async def read_step(
             )
             for r in records
         ]
+
+
+def _check_new_id(tool_call_id: str, taken: set[str]) -> None:
+    if tool_call_id in taken:
+        raise ModelProtocolError(
+            f"the model gave a tool call the id {tool_call_id!r}, which an earlier call of "
+            "this thread already has; a model must give every tool call of a conversation a "
+            "new id"
+        )
 
 
 def _broken_stream(record: CallRecord) -> CallRecord:

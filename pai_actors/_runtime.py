@@ -130,7 +130,7 @@ class AgentRuntime:
         self.new_id = new_id
         self.now = clock
         self._thread_agents: dict[str, str] = {}  # thread_id -> agent_id, of loaded threads
-        self.client_tools: dict[str, ClientTool] = {}
+        self.client_tools: dict[tuple[str, str], ClientTool] = {}  # (thread, call id)
         self.message_index: MessageIndex = {}
         self._map_error = map_error
         self._runs: dict[str, LiveRun] = {}
@@ -204,9 +204,10 @@ class AgentRuntime:
         live.done.set()
         self.notify()
 
-    def spec_for(self, record: CallRecord, agent: AgentDefinition) -> CallSpec | None:
+    def spec_for(self, call: StoredCall, agent: AgentDefinition) -> CallSpec | None:
+        record = call.record
         if record.dynamic:
-            client_tool = self.client_tools.get(record.tool_call_id)
+            client_tool = self.client_tools.get((call.thread_id, record.tool_call_id))
             return CallSpec.external(None if client_tool is None else client_tool.schema)
         registration = agent.tools.get(record.name)
         return None if registration is None else CallSpec.for_tool(registration.tool)
@@ -538,11 +539,11 @@ class AgentRuntime:
         self, ref: PendingActionRef, decide: Callable[[CallRecord, CallSpec], Submission]
     ) -> ActionResult:
         while True:
-            call = await self.store.get_call(ref.tool_call_id)
+            call = await self.store.get_call(ref.thread_id, ref.tool_call_id)
             spec = None
             if call is not None and call.thread_id == ref.thread_id:
                 await self._thread(call.thread_id)
-                spec = self.spec_for(call.record, self.agent_of(call.thread_id))
+                spec = self.spec_for(call, self.agent_of(call.thread_id))
             if call is None or spec is None:
                 return ActionResult.rejected(
                     f"no such action {ref.action_id!r} in thread {ref.thread_id!r}; use a "

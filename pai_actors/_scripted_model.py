@@ -7,8 +7,9 @@ Public through :mod:`pai_actors.testing`, with the step builders :func:`tool_cal
 from __future__ import annotations
 
 import inspect
+import itertools
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -19,8 +20,10 @@ from ._json import JsonValue, to_json_value
 from ._model import (
     MODEL_EVENT_TYPES,
     Finish,
+    ModelAssistantMessage,
     ModelEvent,
     ModelRequest,
+    ModelToolCallPart,
     TextDelta,
     ToolCallEvent,
     ToolInputDelta,
@@ -71,12 +74,14 @@ def tool_call(
 ) -> ScriptedToolCall:
     """The model calls the tool registered as ``name`` with ``input`` (any JSON value).
 
-    ``id`` is the ``tool_call_id``; by default the model numbers its calls ``call_1``,
-    ``call_2``, ... in the order it makes them. The input is not checked against the tool's
+    ``id`` is the ``tool_call_id``; by default the model numbers the calls of a conversation
+    ``call_1``, ``call_2``, ...: a step's first call takes the number after the tool calls
+    already in the request's messages, so ids are unique within a thread (as a real model's
+    are), deterministic, and go on after a restart. The input is not checked against the tool's
     schema, so invalid model input can be scripted too. With ``stream=True`` the call is
-    streamed as a model streams it: :class:`~pai_actors.ToolInputStart`, the input's JSON
-    text in :class:`~pai_actors.ToolInputDelta` fragments of at most 8 characters (at least
-    two fragments when the text is longer than one character), then the
+    streamed as a model streams it: :class:`~pai_actors.ToolInputStart`, the input's JSON text
+    in :class:`~pai_actors.ToolInputDelta` fragments of at most 8 characters (at least two
+    fragments when the text is longer than one character), then the
     :class:`~pai_actors.ToolCallEvent`.
     """
     if not isinstance(name, str) or not name:
@@ -165,7 +170,6 @@ class ScriptedModel:
             for n, step in enumerate(self._given, 1)
         )
         self._requests: list[ModelRequest] = []
-        self._ids = 0
 
     @property
     def requests(self) -> list[ModelRequest]:
@@ -191,8 +195,9 @@ class ScriptedModel:
                     f"that the agent registers {item.name!r} and that it is enabled"
                 )
         called = finished = False
+        ids = itertools.count(_calls_in(request) + 1)
         for item in items:
-            for event in self._events(item):
+            for event in self._events(item, ids):
                 called = called or isinstance(event, ToolCallEvent)
                 finished = finished or isinstance(event, Finish)
                 await trio.lowlevel.checkpoint()
@@ -223,17 +228,25 @@ class ScriptedModel:
             )
         return _items(result, f"step {number} ({step!r}) returned a value that")
 
-    def _events(self, item: ScriptItem) -> list[ModelEvent]:
+    def _events(self, item: ScriptItem, ids: Iterator[int]) -> list[ModelEvent]:
         if isinstance(item, ScriptedText):
             return [TextDelta(item.text)]
         if not isinstance(item, ScriptedToolCall):
             return [item]
-        if item.id is None:
-            self._ids += 1
-        call_id = item.id if item.id is not None else f"call_{self._ids}"
+        call_id = item.id if item.id is not None else f"call_{next(ids)}"
         call = ToolCallEvent(call_id, item.name, item.input)
         if not item.stream:
             return [call]
         source = json.dumps(item.input, ensure_ascii=False, separators=(",", ":"))
         deltas = [ToolInputDelta(call_id, fragment) for fragment in _fragments(source)]
         return [ToolInputStart(call_id, item.name), *deltas, call]
+
+
+def _calls_in(request: ModelRequest) -> int:
+    """How many tool calls the conversation in ``request`` already holds."""
+    return sum(
+        isinstance(part, ModelToolCallPart)
+        for message in request.messages
+        if isinstance(message, ModelAssistantMessage)
+        for part in message.parts
+    )

@@ -242,16 +242,20 @@ class Store(Protocol):
 
     # Tool calls, and what is derived from them.
 
-    async def get_call(self, tool_call_id: str) -> StoredCall | None:
-        """The stored call, or ``None``."""
+    async def get_call(self, thread_id: str, tool_call_id: str) -> StoredCall | None:
+        """The stored call ``tool_call_id`` of the thread, or ``None``.
+
+        Calls are keyed by thread and id: a model's tool call ids are unique only within a
+        conversation, so two threads may hold calls with the same id."""
         ...
 
     async def list_calls(self, thread_id: str) -> list[StoredCall]:
         """The stored calls of a thread, in the order they were created."""
         ...
 
-    async def get_pending_action(self, action_id: str) -> OpenAction | None:
-        """The open (pending) action ``action_id``, or ``None`` (unknown or resolved)."""
+    async def get_pending_action(self, thread_id: str, action_id: str) -> OpenAction | None:
+        """The thread's open (pending) action ``action_id``, or ``None`` (unknown or
+        resolved)."""
         ...
 
     async def list_pending_actions(self, thread_id: str) -> list[OpenAction]:
@@ -262,7 +266,9 @@ class Store(Protocol):
         """The open actions of every thread of ``scope_key`` (never another scope's)."""
         ...
 
-    async def list_tool_data(self, tool_call_id: str, channel: str) -> list[ToolDataItem]:
+    async def list_tool_data(
+        self, thread_id: str, tool_call_id: str, channel: str
+    ) -> list[ToolDataItem]:
         """The durable tool-data items of a call's channel (``[]`` if none)."""
         ...
 

@@ -251,14 +251,20 @@ async def _check_calls(store: Store) -> None:
         c1 = tx.put_call(_call(record))
         tx.put_call(_call(_external("c2")))
         tx.put_call(_call(_external("c3"), thread_id="t2"))
-    got = await store.get_call("c1")
+    got = await store.get_call("t1", "c1")
     assert got is not None, "get_call of a stored call returned None"
     assert got == c1, f"get_call returned {got!r}, expected {c1!r}"
     assert got.record == record, "the CallRecord did not round-trip"
     assert got.revision == 1, f"a new call is stored with revision 1, not {got.revision}"
-    assert await store.get_call("nope") is None, "get_call of an unknown id is not None"
+    assert await store.get_call("t1", "nope") is None, "get_call of an unknown id is not None"
     listed = [c.tool_call_id for c in await store.list_calls("t1")]
     assert listed == ["c1", "c2"], f"list_calls('t1') returned {listed}, expected c1, c2"
+    # A model's call ids are unique only within a conversation: another thread may reuse one.
+    async with store.transaction() as tx:
+        other = tx.put_call(_call(_external("c1"), thread_id="t2"))
+    assert await store.get_call("t2", "c1") == other, "a call id of another thread is separate"
+    assert await store.get_call("t1", "c1") == c1, "a call of another thread replaced this one"
+    assert await store.get_call("t2", "c2") is None, "get_call read another thread's call"
 
     cancelled = replace(
         record,
@@ -269,7 +275,7 @@ async def _check_calls(store: Store) -> None:
     )
     async with store.transaction() as tx:
         c1b = tx.put_call(c1.model_copy(update={"record": cancelled}))
-    got = await store.get_call("c1")
+    got = await store.get_call("t1", "c1")
     assert got is not None, "an updated call is gone"
     assert got == c1b, f"update lost: {got!r}"
     assert got.revision == 2, f"an updated call is stored with revision 2, not {got.revision}"
@@ -282,7 +288,7 @@ async def _check_calls(store: Store) -> None:
     await _expect_conflict(
         store, "a call of an unknown thread", lambda tx: tx.put_call(_call(_external("c9"), "t9"))
     )
-    still = await store.get_call("c1")
+    still = await store.get_call("t1", "c1")
     assert still == c1b, "a refused write changed the stored call"
 
 
@@ -314,15 +320,15 @@ async def _check_pending_actions(store: Store) -> None:
     assert actions[0].ref.message_id == "m-assistant", "the action's message is wrong"
     scoped = [a.ref.action_id for a in await store.list_scope_pending_actions("scope-a")]
     assert scoped == ["a1", "c2", "c3"], f"scope-a's actions are {scoped} (c4 is scope-b's)"
-    found = await store.get_pending_action("a1")
+    found = await store.get_pending_action("t1", "a1")
     assert found is not None, "get_pending_action('a1') found nothing"
     assert found.call == c1, f"get_pending_action('a1') is {found!r}"
     for missing in ("a1-old", "c5", "nope"):
-        assert await store.get_pending_action(missing) is None, f"{missing!r} is not open"
-    items = await store.list_tool_data("c1", "progress")
+        assert await store.get_pending_action("t1", missing) is None, f"{missing!r} is not open"
+    items = await store.list_tool_data("t1", "c1", "progress")
     assert [(i.id, i.value) for i in items] == [("build", {"step": "build"})], items
-    assert await store.list_tool_data("c1", "other") == [], "an unknown channel is empty"
-    assert await store.list_tool_data("nope", "progress") == [], "an unknown call has no data"
+    assert await store.list_tool_data("t1", "c1", "other") == [], "an unknown channel is empty"
+    assert await store.list_tool_data("t1", "nope", "progress") == [], "an unknown call has no data"
 
 
 async def _check_files(store: Store) -> None:
@@ -417,7 +423,7 @@ async def _check_atomicity(store: Store) -> None:
         for found in (
             await store.get_thread("t2"),
             await store.get_run("r1"),
-            await store.get_call("c1"),
+            await store.get_call("t1", "c1"),
         ):
             assert found is not None, "a cancelled commit wrote part of its batch"
 
@@ -454,7 +460,7 @@ async def _check_concurrent_writers(store: Store) -> None:
             nursery.start_soon(write, output)
     winners = [o for o in outcomes if o != "conflict"]
     assert len(winners) == 1, f"writers of one revision: exactly one must win, got {outcomes}"
-    got = await store.get_call("c1")
+    got = await store.get_call("t1", "c1")
     assert got is not None, "the call is gone"
     assert got.record.output == winners[0], f"the winner was {winners[0]!r}, stored: {got!r}"
     assert got.revision == 2, f"one update stores revision 2, not {got.revision}"
@@ -504,7 +510,7 @@ async def _check_reopen(open_store: StoreOpener) -> None:
         run = await store.get_active_run("t1")
         assert run is not None, f"{where}, the active run is gone"
         assert run.revision == 1, f"{where}, the active run is {run!r}"
-        assert await store.get_call("c1") == call, f"{where}, the call did not survive"
+        assert await store.get_call("t1", "c1") == call, f"{where}, the call did not survive"
         [action] = await store.list_pending_actions("t1")
         assert action.ref.action_id == "a1", f"{where}, the pending action is {action!r}"
         body = await store.read_file("f1", scope_key="scope-a")

@@ -196,3 +196,67 @@ async def test_a_failed_run_records_its_waiting_calls_and_leaves_no_action_pendi
         ["submitted"],
         ["cancelled"],
     ]
+
+
+async def test_two_threads_may_hold_calls_with_the_same_id(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    ask = define_tool(id="t.ask.v1", description="Ask.", input_schema=Query, output_schema=Query)
+    agent = define_agent(name="a", tools={"ask": ask})
+    model = ScriptedModel(
+        [
+            [tool_call("ask", {"n": 1}, id="same")],
+            [tool_call("ask", {"n": 2}, id="same")],
+            text("one"),
+            text("two"),
+        ]
+    )
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=model) as rt:
+            one, two = await rt.create_thread("s"), await rt.create_thread("s")
+            for thread_id in (one, two):
+                await rt.send(thread_id, "go")
+                await rt.wait_idle(thread_id)
+            [action_two] = await rt.pending_actions(two)
+            assert (await action_two.submit({"n": 20})).status == "accepted"
+            await rt.wait_idle(two)
+            [action_one] = await rt.pending_actions(one)
+            assert (await action_one.submit({"n": 10})).status == "accepted"
+            await rt.wait_idle(one)
+            outputs = [[p.output for p in parts(await rt.get_state(t))] for t in (one, two)]
+    assert outputs == [[{"n": 10}], [{"n": 20}]]
+
+
+async def test_a_new_scripted_model_after_a_restart_goes_on_numbering_the_thread(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    agent = define_agent(name="a", tools={"b": raising_tool()})
+    store = MemoryStore()
+    thread_id: str | None = None
+    with trio.fail_after(10):
+        for _ in range(2):
+            model = ScriptedModel([[tool_call("b", {}), tool_call("b", {})], text("done")])
+            async with create_test_runtime(agent, model=model, store=store) as rt:
+                if thread_id is None:
+                    thread_id = await rt.create_thread("s")
+                await rt.send(thread_id, "go")
+                await rt.wait_idle(thread_id)
+                state = await rt.get_state(thread_id)
+    ids = [p.tool_call_id for p in parts(state)]
+    assert ids == ["call_1", "call_2", "call_3", "call_4"]
+    assert [r.status for r in state.runs] == ["completed", "completed"]
+
+
+async def test_a_model_reusing_a_call_id_of_its_thread_fails_the_run_clearly(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    agent = define_agent(name="a", tools={"b": raising_tool()})
+    model = ScriptedModel(
+        [[tool_call("b", {}, id="x")], [tool_call("b", {}, id="x")], text("never")]
+    )
+    state = await run_to_idle(agent, model)
+    [run] = state.runs
+    assert run.status == "failed"
+    assert run.error is not None
+    assert "tool call the id 'x', which an earlier call of this thread already has" in run.error
+    assert len(parts(state)) == 1

@@ -14,9 +14,11 @@ from pai_actors import (
     MAX_SAFE_INTEGER,
     Finish,
     JsonValue,
+    ModelAssistantMessage,
     ModelEvent,
     ModelRequest,
     ModelTool,
+    ModelToolCallPart,
     ModelUserMessage,
     PaiError,
     TextDelta,
@@ -76,16 +78,22 @@ async def test_a_request_is_recorded_when_stream_is_called() -> None:
     assert model.requests == [request]
 
 
-async def test_tool_call_ids_are_numbered_per_model() -> None:
+async def test_tool_call_ids_go_on_after_the_calls_of_the_conversation() -> None:
     model = ScriptedModel([[tool_call("a", {}), tool_call("a", {})], [tool_call("a", {})]])
     first = await accumulate_step(model.stream(_request("a")))
-    second = await accumulate_step(model.stream(_request("a")))
-    ids = [call.tool_call_id for call in first.tool_calls + second.tool_calls]
-    assert ids == ["call_1", "call_2", "call_3"]
-    other = ScriptedModel([[tool_call("a", {})]])
+    assert [call.tool_call_id for call in first.tool_calls] == ["call_1", "call_2"]
+    history = ModelAssistantMessage(
+        [ModelToolCallPart(c.tool_call_id, c.tool_name, c.input) for c in first.tool_calls]
+    )
+    later = ModelRequest("Be brief.", [ModelUserMessage("go"), history], _request("a").tools)
+    second = await accumulate_step(model.stream(later))
+    assert [call.tool_call_id for call in second.tool_calls] == ["call_3"]
+    # Another conversation (or a new model on the same one) numbers from its own history.
+    other = ScriptedModel([[tool_call("a", {})], [tool_call("a", {})]])
     assert (await accumulate_step(other.stream(_request("a")))).tool_calls[0].tool_call_id == (
         "call_1"
     )
+    assert (await accumulate_step(other.stream(later))).tool_calls[0].tool_call_id == "call_3"
 
 
 async def test_a_given_id_is_used_and_not_counted() -> None:
