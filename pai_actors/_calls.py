@@ -19,10 +19,11 @@ or rejected, and a rejection leaves the record exactly as it was.
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from datetime import datetime
 from typing import NamedTuple
+
+from pydantic_core import from_json
 
 from ._actions import ActionResult
 from ._call_record import (
@@ -80,11 +81,21 @@ def input_delta(record: CallRecord, delta: str) -> CallRecord:
     """Append a fragment of the input's JSON text; ``input`` shows it once it parses."""
     _expect(record, "an input delta", "streaming")
     text = record.input_text + delta
-    try:
-        partial = to_json_value(json.loads(text))
-    except (ValueError, OutputNotJSON):  # incomplete JSON so far: keep the last parse
+    try:  # partial JSON, as the AI SDK shows it: '{"summary":"Sen' -> {"summary": "Sen"}
+        partial = to_json_value(from_json(text, allow_partial="trailing-strings"))
+    except (ValueError, OutputNotJSON):  # nothing usable yet: keep the last parse
         partial = record.input
     return replace(record, input_text=text, input=partial)
+
+
+def not_offered(record: CallRecord, offered: list[str]) -> Step:
+    """The model called a tool it was not offered in this step (a disabled or unknown one,
+    or one no longer registered): the call ends in ``output-error`` and never executes."""
+    text = (
+        f"the model called the tool {record.name!r}, which is not offered to it here "
+        f"(offered: {', '.join(map(repr, offered)) or 'none'})"
+    )
+    return _finish(record, "output-error", None, text)
 
 
 def input_available(record: CallRecord, spec: CallSpec, raw_input: object) -> Step:

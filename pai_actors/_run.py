@@ -21,7 +21,7 @@ are done, or marks itself ``waiting`` when none is running.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import trio
@@ -30,7 +30,7 @@ from supervisors import Mailbox, MailboxClosed, MailboxFull, Supervisor, open_su
 
 from ._actions import PendingActionRef
 from ._agent import AgentDefinition, RuntimeScope
-from ._call_record import CallRecord, CallSpec, DataWritten, Execute
+from ._call_record import CallRecord, CallSpec, DataWritten
 from ._calls import (
     Step,
     abandon_call,
@@ -38,7 +38,7 @@ from ._calls import (
     finish_exception,
     finish_failure,
     finish_output,
-    input_available,
+    not_offered,
     suspend,
     to_part,
     write_data,
@@ -77,6 +77,26 @@ class CallChanged:
 
 
 RunMessage = CallChanged
+
+
+@dataclass(frozen=True, slots=True)
+class StartCall:
+    """A call actor's message: run ``execute`` from its initial entry with ``input``, the
+    parsed input (already validated when the model step was stored)."""
+
+    input: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeCall:
+    """A call actor's message: re-enter ``execute`` with a resume entry built from the
+    call's accepted submission, as stored when the actor reads it (none: nothing to do)."""
+
+
+CallMessage = StartCall | ResumeCall
+"""What a call actor's mailbox receives: its entry. An abort is not a message queued
+behind it: it cancels the actor at once (the call's :class:`AbortController`, then the run's
+cancel scope), and the run records the call."""
 
 
 def resumable(record: CallRecord, action_id: str | None = None) -> bool:
@@ -219,12 +239,9 @@ async def _loop(
         if not stored:
             await _set_status(rt, live, "completed")
             return
-        for call in stored:
-            if not call.record.dynamic and call.record.name not in prepared.tools:
-                # Not offered in this step (disabled, or no such tool): it never executes.
-                await write_call(rt, call, _unknown_tool(call.record, list(prepared.tools)))
-                continue
-            _spawn_call(rt, live, calls, call, InitialEntry())
+        for call, tool_input in stored:
+            if call.record.phase == "executing":
+                _spawn_call(rt, live, calls, call, StartCall(tool_input))
         await _wait_calls(rt, live, calls, mailbox, message_id)
 
 
@@ -252,7 +269,7 @@ async def _wait_calls(
             if call.record.tool_call_id in live.live_calls:
                 continue
             if resumable(call.record):
-                _spawn_call(rt, live, calls, call, None)
+                _spawn_call(rt, live, calls, call, ResumeCall())
             elif needs_observing(live, call.record):
                 await observe_output(rt, live, call)
         if live.active_calls == 0 and not live.changed:
@@ -335,17 +352,20 @@ def _spawn_call(
     live: LiveRun,
     calls: Supervisor,
     call: StoredCall,
-    entry: InitialEntry | None,
+    message: CallMessage,
 ) -> None:
-    """Start ``call`` as a temporary actor under the run; ``entry`` ``None`` resumes the
-    call's accepted submission (as stored when the actor runs)."""
+    """Start ``call`` as a temporary actor under the run and send it ``message``, its entry.
+
+    One actor per activation of the call: it ends when the call suspends (passivation: the
+    stored record is all that remains) or finishes; a resume starts a new one.
+    """
     tool_call_id = call.record.tool_call_id
     controller = AbortController()
 
-    async def tool_call(mailbox: Mailbox[None]) -> None:
+    async def tool_call(mailbox: Mailbox[CallMessage]) -> None:
         driver = _CallDriver(rt, live, call, controller)
         try:
-            await driver.run(entry)
+            await driver.run(await mailbox.receive())
         except Exception as exc:  # a bug or a store failure: never leave the call unrecorded
             _log.exception("the actor of call %r failed", tool_call_id)
             await _record_crash(rt, driver, exc)
@@ -359,7 +379,8 @@ def _spawn_call(
     live.live_calls.add(tool_call_id)
     live.active_calls += 1
     try:
-        calls.spawn(tool_call, restart="temporary")
+        ref = calls.spawn(tool_call, restart="temporary", capacity=1)
+        ref.tell_nowait(message)
     except BaseException:
         live.controllers.discard(controller)
         live.live_calls.discard(tool_call_id)
@@ -400,35 +421,29 @@ class _CallDriver:
     async def write(self, record: CallRecord) -> None:
         self.call = await write_call(self.rt, self.call, record)
 
-    async def run(self, entry: InitialEntry | None) -> None:
+    async def run(self, message: CallMessage) -> None:
         rt = self.rt
-        if entry is None:  # a resume: only of a submission still waiting for it
+        if isinstance(message, ResumeCall):  # only of a submission still waiting for it
             current = await rt.store.get_call(self.call.thread_id, self.record.tool_call_id)
             if current is None or not resumable(current.record):
                 return
             self.call = current
         spec = rt.spec_for(self.call, self.live.agent)
-        if spec is None:
-            await self.write(_unknown_tool(self.record, list(self.live.agent.tools)))
+        if spec is None:  # no longer registered (loading refuses such threads; a safety net)
+            offered = list(self.live.agent.tools)
+            await self.write(not_offered(self.record, offered).record)
             return
-        tool_input: Any = None
-        if entry is not None:
-            step = input_available(self.record, spec, self.record.input)
-            await self.write(step.record)
-            execute = next((e for e in step.effects if isinstance(e, Execute)), None)
-            if execute is None:
-                return
-            tool_input = execute.input
         thread = ToolThread(
             self.live.thread_id, self.live.run_id, self.record.tool_call_id, self.record.name
         )
-        # Everything after the call's initial write is inside this handler: an exception
+        # Everything from here is inside this handler: an exception
         # (resume-time parsing, ``map_context``, ``execute``, a malformed result) ends the
         # call in ``output-error`` and the run goes on; only cancellation propagates.
         try:
-            step = await self._execute(
-                entry if entry is not None else self._resume_entry(spec), spec, tool_input, thread
-            )
+            if isinstance(message, StartCall):
+                step = await self._execute(InitialEntry(), spec, message.input, thread)
+            else:
+                step = await self._execute(self._resume_entry(spec), spec, None, thread)
         except Exception as exc:
             step = finish_exception(self.record, await rt.error_text(exc, thread))
         await self.write(step.record)
@@ -534,11 +549,3 @@ class _CallDriver:
         return await self.rt.store.list_tool_data(
             self.call.thread_id, self.record.tool_call_id, name
         )
-
-
-def _unknown_tool(record: CallRecord, offered: list[str]) -> CallRecord:
-    text = (
-        f"the model called the tool {record.name!r}, which is not offered to it here "
-        f"(offered: {', '.join(map(repr, offered)) or 'none'})"
-    )
-    return replace(record, phase="done", finish="output-error", error_text=text, input_text="")

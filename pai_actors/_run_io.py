@@ -7,13 +7,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import trio
 
 from ._agent import RuntimeScope
-from ._call_record import CallRecord
-from ._calls import input_delta, new_call, to_part
+from ._call_record import CallRecord, CallSpec, Execute
+from ._calls import abandon_call, input_available, input_delta, new_call, not_offered, to_part
 from ._errors import ModelProtocolError, StoreConflict
 from ._model import ModelRequest, ToolCallEvent, ToolInputDelta, ToolInputStart
 from ._parts import Message, TextPart
@@ -101,13 +101,15 @@ async def read_step(
     request: ModelRequest,
     message_id: str,
     client_tools: Mapping[str, ClientTool],
-) -> list[StoredCall]:
+) -> list[StartedCall]:
     """Stream one model step into the assistant message ``message_id``; return its calls.
 
     A streamed call's part is stored in ``input-streaming`` state at its
     :class:`ToolInputStart` and updated with each delta; the message gets its final text and
-    parts when the step ends. If the stream fails, the calls still streaming end in
-    ``output-error`` before the error propagates.
+    parts when the step ends, each complete call judged in the same write: not offered in
+    this step (``output-error``), invalid input (``output-error``), waiting for a client's
+    output, or ``input-available`` and executing. If the stream fails, the calls still
+    streaming end in ``output-error`` before the error propagates.
     """
     accumulator = StepAccumulator()
     streamed: dict[str, StoredCall] = {}
@@ -163,7 +165,8 @@ async def read_step(
                     except StoreConflict:  # already recorded (e.g. cancelled) meanwhile
                         pass
         raise
-    records = []
+    records: list[CallRecord] = []
+    inputs: list[object] = []
     for event in step.tool_calls:
         before = streamed.get(event.tool_call_id)
         if before is None:
@@ -173,19 +176,20 @@ async def read_step(
         else:
             record = before.record
         records.append(replace(record, input=event.input))
-    for record in records:
-        if record.dynamic:
-            rt.client_tools[live.thread_id, record.tool_call_id] = client_tools[record.name]
+        inputs.append(event.input)
+    started: list[tuple[CallRecord, Any]] = []
+    for record, raw_input in zip(records, inputs, strict=True):
+        started.append(_complete(rt, live, request, client_tools, record, raw_input))
     text = [TextPart(text=step.text)] if step.text else []
     message = Message(
-        id=message_id, role="assistant", parts=(*text, *(to_part(r) for r in records))
+        id=message_id, role="assistant", parts=(*text, *(to_part(r) for r, _ in started))
     )
     async with rt.transaction() as tx:
         if appended:
             tx.replace_message(live.thread_id, message)
         else:
             tx.append_message(live.thread_id, message)
-        return [
+        stored = [
             tx.put_call(
                 streamed[r.tool_call_id].model_copy(update={"record": r})
                 if r.tool_call_id in streamed
@@ -196,8 +200,47 @@ async def read_step(
                     record=r,
                 )
             )
-            for r in records
+            for r, _ in started
         ]
+    return [
+        StartedCall(call, tool_input) for call, (_, tool_input) in zip(stored, started, strict=True)
+    ]
+
+
+class StartedCall(NamedTuple):
+    """A call of the step as stored, and its parsed input when its ``execute`` is to run
+    (``call.record.phase == "executing"``)."""
+
+    call: StoredCall
+    input: Any
+
+
+def _complete(
+    rt: AgentRuntime,
+    live: LiveRun,
+    request: ModelRequest,
+    client_tools: Mapping[str, ClientTool],
+    record: CallRecord,
+    raw_input: object,
+) -> tuple[CallRecord, Any]:
+    """A call whose input is complete: not offered, invalid, waiting for its output, or
+    executing (with its parsed input). Pure but for remembering a client tool's schema."""
+    if record.dynamic:
+        client_tool = client_tools[record.name]
+        rt.client_tools[live.thread_id, record.tool_call_id] = client_tool
+        spec = CallSpec.external(client_tool.schema)
+    else:
+        registration = live.agent.tools.get(record.name)
+        if registration is None or record.name not in request.tools:
+            return not_offered(record, list(request.tools)).record, None
+        spec = CallSpec.for_tool(registration.tool)
+    try:
+        step = input_available(record, spec, raw_input)
+    except Exception as exc:  # a validator raising something pydantic does not wrap
+        text = f"validating the tool's input failed: {exc!r}"
+        return abandon_call(record, text, at=rt.now()).record, None
+    execute = next((e for e in step.effects if isinstance(e, Execute)), None)
+    return step.record, None if execute is None else execute.input
 
 
 def _check_new_id(tool_call_id: str, taken: set[str]) -> None:

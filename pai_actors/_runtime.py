@@ -496,13 +496,19 @@ class AgentRuntime:
     # -- pending actions ---------------------------------------------------------------------
 
     async def pending_actions(self, thread_id: str) -> list[PendingActionView]:
-        """The thread's pending actions, oldest call first (:class:`MigrationRequired`: see
-        :meth:`send`)."""
+        """The thread's pending actions in the order their parts appear in the thread
+        (:class:`MigrationRequired`: see :meth:`send`)."""
         await self._load(thread_id)
-        return [
-            PendingActionView(self, action.ref, action.input)
-            for action in await self.store.list_pending_actions(thread_id)
-        ]
+        actions = await self.store.list_pending_actions(thread_id)
+        if len(actions) > 1:  # a streamed call is stored before the calls its step ended with
+            position = {
+                part.tool_call_id: (m, p)
+                for m, message in enumerate(await self.store.list_messages(thread_id))
+                for p, part in enumerate(message.parts)
+                if isinstance(part, ToolPart)
+            }
+            actions.sort(key=lambda action: position.get(action.ref.tool_call_id, (-1, -1)))
+        return [PendingActionView(self, action.ref, action.input) for action in actions]
 
     def get_pending_action(
         self, message: Message | Mapping[str, Any], part: ToolPart | Mapping[str, Any]

@@ -94,13 +94,22 @@ def _awaiting() -> CallRecord:
 def test_input_streams_then_becomes_available() -> None:
     record = new_call("send", "c1")
     assert to_part(record).to_wire()["state"] == "input-streaming"
-    record = input_delta(record, '{"q": ')
-    assert record.input is None
-    record = input_delta(record, "3}")
-    assert record.input == {"q": 3}
+    record = input_delta(record, '{"q')
+    assert record.input == {}  # partial JSON, as the AI SDK shows it
+    record = input_delta(record, '": "ab')
+    assert record.input == {"q": "ab"}  # a trailing string shows as far as it came
+    record = input_delta(record, '", "n": tr')
+    assert record.input == {"q": "ab"}  # an incomplete literal is left out
+    record = input_delta(record, "ue}")
+    assert record.input == {"q": "ab", "n": True}
     record, _ = input_available(record, SEND, {"q": 3})
     part = to_part(record)
     assert (part.state, part.input, part.pending_suspension) == ("input-available", {"q": 3}, None)
+
+
+def test_streamed_input_with_nothing_parsable_yet_shows_no_input() -> None:
+    record = input_delta(new_call("send", "c1"), " ")
+    assert record.input is None
 
 
 def test_invalid_model_input_is_an_output_error_that_never_executes() -> None:

@@ -127,9 +127,11 @@ async def test_suspend_reject_resume_and_suspend_again(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     entries: list[Any] = []
+    histories: list[list[Any]] = []
 
     async def execute(ctx: ToolContext) -> Any:
         entries.append(ctx.entry)
+        histories.append(ctx.suspend_history)
         if isinstance(ctx.entry, InitialEntry):
             return ctx.suspend("approval", {"summary": "first"})
         if ctx.entry.resume.approved and len(entries) == 2:
@@ -176,6 +178,16 @@ async def test_suspend_reject_resume_and_suspend_again(
     [part] = tool_parts(state)
     assert part.output == "done"
     assert [s.state for s in part.suspensions] == ["submitted", "submitted"]
+    # ctx.suspend_history: the durable episodes so far, in their wire shape.
+    assert [[(h["name"], h["state"], h.get("resume")) for h in hs] for hs in histories] == [
+        [],
+        [("approval", "submitted", {"approved": True})],
+        [
+            ("approval", "submitted", {"approved": True}),
+            ("approval", "submitted", {"approved": False}),
+        ],
+    ]
+    assert histories[2] == [s.to_wire() for s in part.suspensions]
 
 
 async def test_tool_without_execute_takes_its_output_from_a_client(

@@ -126,7 +126,7 @@ async def test_a_map_error_that_fails_or_returns_no_str_leaves_the_message(
         assert [r.status for r in state.runs] == ["completed"]
 
 
-async def test_an_unexpected_error_in_a_call_actor_ends_the_call_and_the_run_goes_on(
+async def test_a_validator_raising_an_unexpected_error_ends_the_call_and_the_run_goes_on(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     def explode(value: Any) -> Any:
@@ -142,7 +142,42 @@ async def test_an_unexpected_error_in_a_call_actor_ends_the_call_and_the_run_goe
     [part] = parts(state)
     assert part.state == "output-error"
     assert part.error_text is not None
-    assert part.error_text.startswith("the tool call failed inside the runtime: KeyError(")
+    assert (
+        part.error_text == "validating the tool's input failed: KeyError('not a validation error')"
+    )
+    assert [r.status for r in state.runs] == ["completed"]
+    assert len(model.requests) == 2
+
+
+class FailingOnceStore(MemoryStore):
+    """Fails the first commit that finishes a call with an output."""
+
+    failed = False
+
+    async def commit(self, writes: Any) -> None:
+        finishing = any(
+            getattr(getattr(getattr(w, "call", None), "record", None), "finish", None)
+            == "output-available"
+            for w in writes
+        )
+        if finishing and not self.failed:
+            self.failed = True
+            raise OSError("disk full")
+        await super().commit(writes)
+
+
+async def test_a_call_actor_failing_unexpectedly_ends_its_call_and_the_run_goes_on(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    tool = define_tool(id="t.one.v1", description="One.", input_schema=Query, execute=lambda c: 1)
+    agent = define_agent(name="a", tools={"one": tool})
+    model = ScriptedModel([[tool_call("one", {})], text("done")])
+    state = await run_to_idle(agent, model, store=FailingOnceStore())
+    [part] = parts(state)
+    assert (part.state, part.error_text) == (
+        "output-error",
+        "the tool call failed inside the runtime: OSError('disk full')",
+    )
     assert [r.status for r in state.runs] == ["completed"]
     assert len(model.requests) == 2
 

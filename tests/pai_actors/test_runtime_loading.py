@@ -248,3 +248,27 @@ async def test_terminal_calls_of_an_unregistered_tool_load_unchanged(
             state = await rt.get_state(thread_id)
             assert await rt.pending_actions(thread_id) == []
     assert list(state.messages) == before
+
+
+async def test_pending_actions_follow_the_order_of_the_parts(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    agent = define_agent(name="a", tools={"echo": echo_tool()})
+    # The streamed call is stored when it starts, before the calls the step ends with.
+    model = ScriptedModel(
+        [
+            [
+                tool_call("pick", {"n": 1}, id="first"),
+                tool_call("pick", {"n": 2}, id="second", stream=True),
+                tool_call("pick", {"n": 3}, id="third"),
+            ]
+        ]
+    )
+    pick = ClientTool("pick", "Pick.", {"type": "object"})
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=model) as rt:
+            thread_id = await rt.create_thread("s")
+            await rt.send(thread_id, "go", client_tools=[pick])
+            await rt.wait_idle(thread_id)
+            actions = await rt.pending_actions(thread_id)
+    assert [a.ref.action_id for a in actions] == ["first", "second", "third"]

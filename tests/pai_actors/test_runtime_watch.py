@@ -310,3 +310,30 @@ async def test_send_refuses_an_identity_that_cannot_be_stored(
             with pytest.raises(OutputNotJSON, match="identity"):
                 await rt.send(thread_id, "go", identity={1, 2})
             assert (await rt.get_state(thread_id)).messages == ()
+
+
+async def test_a_call_that_was_not_streamed_is_never_shown_input_streaming(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    agent = define_agent(name="a", tools={"ask": approval_tool()})
+    model = ScriptedModel([[tool_call("ask", {"n": 1})], text("done")])
+    updates: list[ThreadUpdate] = []
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=model) as rt:
+            thread_id = await rt.create_thread("s")
+            async with rt.watch(thread_id) as watch:
+                await rt.send(thread_id, "go")
+                await rt.wait_idle(thread_id)
+                [action] = await rt.pending_actions(thread_id)
+                assert (await action.submit({"approved": True})).status == "accepted"
+                await collect_until(watch, run_is("completed"), updates)
+    shown = [
+        part.state
+        for u in updates
+        if isinstance(u, MessageAppended | MessageReplaced) and u.message.role == "assistant"
+        for part in u.message.parts
+        if part.type != "text"
+    ] + [u.part.state for u in updates if isinstance(u, ToolPartUpdated)]
+    assert "input-streaming" not in shown
+    assert shown[0] == "input-available"
+    assert shown[-1] == "output-available"
