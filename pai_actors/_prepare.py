@@ -92,7 +92,7 @@ async def prepare_tools(
     after the registered tools; a client tool whose name is taken raises
     :class:`DefinitionError`. A failing callback raises :class:`ToolPreparationError`.
     """
-    offered = _client_tools(agent, client_tools)
+    offered = check_client_tools(agent, client_tools)
     resolver = _Resolver(identity=identity, client_data=client_data)
     tools: dict[str, ModelTool] = {}
     children: dict[str, Mapping[str, bool]] = {}
@@ -260,7 +260,11 @@ class _Resolver:
         return text
 
 
-def _client_tools(agent: AgentDefinition, client_tools: Sequence[ClientTool]) -> list[ClientTool]:
+def check_client_tools(
+    agent: AgentDefinition, client_tools: Sequence[ClientTool]
+) -> list[ClientTool]:
+    """The request's client tools, checked: :class:`DefinitionError` for a value that is not
+    a list of :class:`ClientTool`, a name the agent registers, or a name given twice."""
     if isinstance(client_tools, str | bytes) or not isinstance(client_tools, Sequence):
         raise DefinitionError(
             f"client_tools must be a list of ClientTool(name, description, input_schema), "

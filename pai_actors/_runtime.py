@@ -60,6 +60,7 @@ from ._memory_store import MemoryStore
 from ._model import Model
 from ._parts import Message, TextPart, ToolPart
 from ._pending import PendingActionView
+from ._prepare import check_client_tools
 from ._records import ClientToolRecord, RunRecord, StoredCall, ThreadRecord
 from ._registration import ClientTool, call_callback
 from ._run import LiveRun, record_cancelled, resumable, run_actor
@@ -358,6 +359,7 @@ class AgentRuntime:
         self._sending.add(thread_id)
         try:
             thread = await self._load(thread_id)
+            client_tools = check_client_tools(self.agent_of(thread_id), client_tools)
             active = await self.store.get_active_run(thread_id)
             if active is not None or thread_id in self._threads:
                 raise self._busy(thread_id, active)
@@ -410,7 +412,13 @@ class AgentRuntime:
         )
 
     async def wait_idle(self, thread_id: str) -> None:
-        """Return when the thread has no active run, or its run waits only on actions."""
+        """Return when the thread has no active run, or its run waits only on actions.
+
+        Loads the thread first, as :meth:`get_state` does (:class:`ThreadNotFound`,
+        :class:`MigrationRequired`), so a run a closed runtime left to go on (an accepted
+        submission whose resume never ran) is activated and waited for.
+        """
+        await self._load(thread_id)
         while True:
             live = self._threads.get(thread_id)
             if thread_id not in self._activating.values() and (

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from pai_actors import (
     ClientTool,
+    DefinitionError,
     Finish,
     MemoryStore,
     MigrationRequired,
@@ -19,6 +20,7 @@ from pai_actors import (
     ModelToolMessage,
     ResumeEntry,
     SuspendPoint,
+    ThreadNotFound,
     ToolCallEvent,
     ToolContext,
     ToolInputDelta,
@@ -272,3 +274,30 @@ async def test_pending_actions_follow_the_order_of_the_parts(
             await rt.wait_idle(thread_id)
             actions = await rt.pending_actions(thread_id)
     assert [a.ref.action_id for a in actions] == ["first", "second", "third"]
+
+
+async def test_send_refuses_bad_client_tools_before_writing_anything(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    agent = define_agent(name="a", tools={"echo": echo_tool()})
+    pick = ClientTool("pick", "Pick.", {"type": "object"})
+    clash = ClientTool("echo", "Echo again.", {"type": "object"})
+    async with create_test_runtime(agent, model=ScriptedModel([])) as rt:
+        thread_id = await rt.create_thread("s")
+        for bad, match in (
+            ([pick, pick], "'pick' is given twice"),
+            ([clash], "'echo' has the name of a tool registered on agent 'a'"),
+            (["pick"], "must hold ClientTool"),
+            (pick, "must be a list of ClientTool"),
+        ):
+            with pytest.raises(DefinitionError, match=match):
+                await rt.send(thread_id, "go", client_tools=bad)  # type: ignore[arg-type]
+        state = await rt.get_state(thread_id)
+    assert (state.messages, state.runs) == ((), ())
+
+
+async def test_wait_idle_loads_the_thread(autojump_clock: trio.testing.MockClock) -> None:
+    agent = define_agent(name="a", tools={"echo": echo_tool()})
+    async with create_test_runtime(agent, model=ScriptedModel([])) as rt:
+        with pytest.raises(ThreadNotFound):
+            await rt.wait_idle("thread_404")

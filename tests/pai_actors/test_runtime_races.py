@@ -433,8 +433,7 @@ async def test_a_run_whose_last_call_ended_before_a_close_goes_on_when_loaded(
                 result = await action.submit({"n": 5})
             assert result.status == "accepted"  # and the runtime closes at once
         async with create_test_runtime(agent, model=model, store=store.reopen()) as rt:
-            await rt.get_state(tid)
-            await rt.wait_idle(tid)
+            await rt.wait_idle(tid)  # loads the thread, which activates the run
             state = await rt.get_state(tid)
             assert [r.status for r in state.runs] == ["completed"]
             assert len(model.requests) == 2
