@@ -198,14 +198,29 @@ class ThreadWatch:
         try:
             return await self._receive.receive()
         except (trio.EndOfChannel, trio.ClosedResourceError):
-            if self._watcher.overflowed:
-                raise WatchOverflow(
-                    f"this watch of thread {self.thread_id!r} fell more than its capacity "
-                    "of updates behind and was dropped; read get_state() again and open a "
-                    "new watch"
-                ) from None
-            raise StopAsyncIteration from None
+            raise self._ended() from None
 
     async def receive(self) -> ThreadUpdate:
         """The next update; :class:`StopAsyncIteration` once the watch ended."""
         return await self.__anext__()
+
+    def receive_nowait(self) -> ThreadUpdate:
+        """The next update if one is buffered, else ``trio.WouldBlock``;
+        :class:`StopAsyncIteration` once the watch ended (:class:`WatchOverflow` if dropped).
+
+        The runtime hands an update to its watchers as soon as it is committed (a transient
+        item: as soon as it is written), so after ``wait_idle`` returns every update up to
+        that point is buffered.
+        """
+        try:
+            return self._receive.receive_nowait()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            raise self._ended() from None
+
+    def _ended(self) -> Exception:
+        if self._watcher.overflowed:
+            return WatchOverflow(
+                f"this watch of thread {self.thread_id!r} fell more than its capacity of "
+                "updates behind and was dropped; read get_state() again and open a new watch"
+            )
+        return StopAsyncIteration()

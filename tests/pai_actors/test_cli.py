@@ -61,9 +61,22 @@ async def test_demo_approval_flow_suspends_rejects_then_resumes() -> None:
     lines: list[str] = []
     statuses = await run_approval_demo(lines.append)
     text = "\n".join(lines)
-    assert "run: waiting; pending action 'sendInvoice.approval'" in text
-    assert "an invalid submission is rejected; the action stays pending" in text
+    step_3 = text.index("3. A valid submission is accepted")
+    # live updates: progress, the suspension, the run waiting, before the approval
+    assert "[live] part tool-sendInvoice input-available data.progress: status={'step': " in text
+    assert "pendingSuspension='approval' suspensions: [approval pending]" in text[:step_3]
+    assert text.index("[live] run waiting") < step_3
+    assert "The pending action: 'sendInvoice.approval'" in text
+    assert "An invalid submission is rejected; the action stays pending" in text
     assert "resume['approved']" in text
-    assert "tool-sendInvoice output-available output={'sent': True, 'customer': 'ACME'}" in text
-    assert "(approval submitted)" in text
+    assert "pending actions now: ['sendInvoice.approval']" in text
+    # after it: transient progress reaches the watcher only, then the output
+    assert "[live] transient data progress['upload'] = {'step': 'uploading 100%'}" in text[step_3:]
+    transcript = text[text.index("4. The transcript") :]
+    assert "uploading" not in transcript
+    assert (
+        "assistant: tool-sendInvoice output-available output={'sent': True, 'customer': 'ACME'}"
+        " data.progress: status={'step': 'sent'} suspensions: [approval submitted]" in transcript
+    )
+    assert '"toolCallId": "call_1"' in transcript
     assert statuses == ["completed"]

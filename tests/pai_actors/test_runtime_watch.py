@@ -337,3 +337,30 @@ async def test_a_call_that_was_not_streamed_is_never_shown_input_streaming(
     assert "input-streaming" not in shown
     assert shown[0] == "input-available"
     assert shown[-1] == "output-available"
+
+
+async def test_receive_nowait_returns_what_is_buffered_and_never_blocks(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    agent = define_agent(name="a", tools={"ask": approval_tool()})
+    model = ScriptedModel([[tool_call("ask", {"n": 1})], text("done")])
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=model) as rt:
+            thread_id = await rt.create_thread("s")
+            async with rt.watch(thread_id) as watch:
+                with pytest.raises(trio.WouldBlock):
+                    watch.receive_nowait()
+                await rt.send(thread_id, "go")
+                await rt.wait_idle(thread_id)  # everything up to here is buffered
+                got: list[ThreadUpdate] = []
+                while True:
+                    try:
+                        got.append(watch.receive_nowait())
+                    except trio.WouldBlock:
+                        break
+                assert isinstance(got[0], MessageAppended)
+                assert got[-1] == RunStatusChanged(
+                    thread_id=thread_id, run=(await rt.get_state(thread_id)).runs[0]
+                )
+        with pytest.raises(StopAsyncIteration):  # the runtime closed: the watch ended
+            watch.receive_nowait()
