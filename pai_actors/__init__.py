@@ -34,6 +34,7 @@ from ._context import ToolDataWriter as ToolDataWriter
 from ._context import ToolFailResult as ToolFailResult
 from ._context import ToolSuspendResult as ToolSuspendResult
 from ._context import ToolThread as ToolThread
+from ._create import create_agent_runtime as create_agent_runtime
 from ._define_tool import define_tool as define_tool
 from ._errors import AgentNotFound as AgentNotFound
 from ._errors import DefinitionError as DefinitionError
@@ -98,7 +99,6 @@ from ._records import UploadedFile as UploadedFile
 from ._registration import ClientTool as ClientTool
 from ._registration import ToolRegistration as ToolRegistration
 from ._runtime import AgentRuntime as AgentRuntime
-from ._runtime import create_agent_runtime as create_agent_runtime
 from ._schema import json_schema as json_schema
 from ._state import RunState as RunState
 from ._state import ThreadState as ThreadState

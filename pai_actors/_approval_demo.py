@@ -20,9 +20,9 @@ from pydantic import BaseModel
 
 from ._agent import define_agent
 from ._context import ResumeEntry, ToolContext
+from ._create import counter_ids, create_agent_runtime
 from ._define_tool import define_tool
 from ._parts import ToolPart
-from ._runtime import counter_ids, create_agent_runtime
 from ._scripted_model import ScriptedModel, text, tool_call
 from ._tool import SuspendPoint
 from ._watch import (

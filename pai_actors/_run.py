@@ -115,7 +115,8 @@ class LiveRun:
     ``status``, ``active_calls``, ``changed`` and ``busy`` are what ``wait_idle`` looks at;
     they change only synchronously, so a reader never sees a half-made change. ``changed`` is
     set by a submission and cleared when the run actor re-reads its calls; ``busy`` is clear
-    only while the run actor waits for a message. ``cancelling`` is set
+    only while the run actor waits for a message. ``stepping`` is set while the run is in
+    a model step (from preparing the tools to storing the step's calls). ``cancelling`` is set
     by ``cancel_run``: no action of the run is resolved any more. ``agent_id``, ``agent`` and
     ``model`` are the thread's agent (its registry id and definition) and its model.
     ``live_calls`` holds the tool call ids that have a live call actor. ``resumes_started``
@@ -138,6 +139,7 @@ class LiveRun:
     active_calls: int = 0
     changed: bool = False
     busy: bool = True
+    stepping: bool = False
     cancelling: bool = False
     live_calls: set[str] = field(default_factory=set)
     resumes_started: set[str] = field(default_factory=set)
@@ -190,12 +192,18 @@ async def run_actor(rt: AgentRuntime, live: LiveRun, mailbox: Mailbox[RunMessage
         if not rt.closing:
             raise
         # The runtime is closing (trio.Cancelled, perhaps inside a group from the calls'
-        # supervisor): record the running calls, keep the pending ones, and re-raise. A run
-        # that was waiting on its calls stays waiting, for the next runtime to go on with
-        # (even once every call is done: an accepted submission the model has not seen yet);
-        # one that was still running (a model step, its first calls) is cancelled unless a
-        # pending call is kept.
-        parked = live.status == "waiting"
+        # supervisor). A run cancel_run is cancelling is recorded cancelled, as that call
+        # promises. Otherwise: record the running calls, keep the pending ones, and
+        # re-raise. A run that was waiting on its calls stays active, for the next runtime
+        # to go on with (even once every call is done: an accepted submission the model has
+        # not seen yet); one in the middle of a model step is cancelled unless a pending
+        # call is kept.
+        if live.cancelling:
+            with trio.move_on_after(_CLEANUP_SECONDS, shield=True):
+                await record_cancelled(rt, live.thread_id, live.run_id, live.cancel_reason)
+                await _set_status(rt, live, "cancelled")
+            raise
+        parked = not live.stepping
         with trio.move_on_after(_CLEANUP_SECONDS, shield=True):
             pending = await record_cancelled(
                 rt,
@@ -205,6 +213,7 @@ async def run_actor(rt: AgentRuntime, live: LiveRun, mailbox: Mailbox[RunMessage
                 keep_pending=True,
                 started=live.resumes_started,
             )
+            # "waiting": no process runs it now; it goes on when a runtime loads the thread.
             await _set_status(rt, live, "waiting" if pending or parked else "cancelled")
         raise
     finally:
@@ -223,6 +232,7 @@ async def _loop(
     if live.resume_message_id is not None:
         await _wait_calls(rt, live, calls, mailbox, live.resume_message_id)
     while True:
+        live.stepping = True
         await _set_status(rt, live, "running")
         prepared = await prepare_tools(
             agent,
@@ -235,6 +245,7 @@ async def _loop(
         request = ModelRequest(agent.instructions, history, dict(prepared.tools))
         message_id = rt.new_id("msg")
         stored = await read_step(rt, live, request, message_id, prepared.client_tools)
+        live.stepping = False
         rt.message_index[message_id] = (live.thread_id, live.run_id)
         if not stored:
             await _set_status(rt, live, "completed")
@@ -277,6 +288,8 @@ async def _wait_calls(
             if all(c.record.phase == "done" for c in step_calls):
                 return
             await _set_status(rt, live, "waiting")
+        elif live.active_calls > 0 and live.status == "waiting":  # a resume runs
+            await _set_status(rt, live, "running")
         live.busy = False
         rt.notify()
         await mailbox.receive()

@@ -28,9 +28,7 @@ longer active, is rejected.
 
 from __future__ import annotations
 
-import itertools
 import logging
-import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from types import TracebackType
@@ -41,10 +39,10 @@ import trio
 from supervisors import Supervisor, open_supervisor
 
 from ._actions import ActionResult, PendingActionRef
-from ._agent import AgentDefinition, Pai, check_runtime, check_supported
-from ._call_record import CallRecord, CallSpec
-from ._calls import Submission, cancel_action, fail_action, submit
-from ._clock import Clock, wall_clock
+from ._agent import AgentDefinition
+from ._call_record import CallSpec
+from ._calls import cancel_action, fail_action, submit
+from ._clock import Clock
 from ._context import ToolThread
 from ._errors import (
     AgentNotFound,
@@ -56,18 +54,23 @@ from ._errors import (
 )
 from ._json import to_json_value
 from ._loading import MessageIndex, check_migration, index_calls, pending_action_for
-from ._memory_store import MemoryStore
 from ._model import Model
 from ._parts import Message, TextPart, ToolPart
 from ._pending import PendingActionView
 from ._prepare import check_client_tools
 from ._records import ClientToolRecord, RunRecord, StoredCall, ThreadRecord
 from ._registration import ClientTool, call_callback
+from ._resolution import resolve
 from ._run import LiveRun, record_cancelled, resumable, run_actor
-from ._run_io import write_call
 from ._state import ThreadState
 from ._store import Store, Transaction
-from ._watch import DEFAULT_WATCH_CAPACITY, ThreadUpdate, ThreadWatch, WatchHub, updates_of
+from ._watch import (
+    DEFAULT_WATCH_CAPACITY,
+    PublishingTransaction,
+    ThreadUpdate,
+    ThreadWatch,
+    WatchHub,
+)
 
 MapError = Callable[[Exception, ToolThread], Any]
 """``map_error(exc, call) -> str`` (sync or async): the ``errorText`` for an exception
@@ -77,41 +80,14 @@ _RUN_MAILBOX = 1024
 _log = logging.getLogger("pai_actors")
 
 
-def uuid_ids(prefix: str) -> str:
-    """Production ids: ``"<prefix>_<uuid4 hex>"``."""
-    return f"{prefix}_{uuid.uuid4().hex}"
-
-
-def counter_ids(generation: str = "") -> Callable[[str], str]:
-    """Deterministic ids for tests: ``"<prefix>_<generation>1"``, ``"<prefix>_<generation>2"``,
-    ... (one counter)."""
-    counter = itertools.count(1)
-    return lambda prefix: f"{prefix}_{generation}{next(counter)}"
-
-
-class _PublishingTransaction(Transaction):
-    """A transaction whose writes are published to the watchers once it committed."""
-
-    def __init__(self, store: Store, hub: WatchHub) -> None:
-        super().__init__(store)
-        self._hub = hub
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await super().__aexit__(exc_type, exc, tb)
-        if exc_type is None:
-            self._hub.publish(updates_of(self.writes))
-
-
 class AgentRuntime:
     """Runs an agent's threads: ``async with create_agent_runtime(agent) as rt: ...``.
 
-    Leaving the block cancels every run: running calls are recorded as cancelled, suspended
-    calls and pending actions stay in the store for the next runtime on it.
+    Leaving the block stops every run: running calls are recorded as cancelled, suspended
+    calls and pending actions stay in the store for the next runtime on it. A run that was
+    waiting on its calls stays active (stored ``waiting``) and goes on when a later runtime
+    loads its thread; a run in the middle of a model step is recorded cancelled (unless it
+    keeps a pending call); a run ``cancel_run`` was cancelling is recorded cancelled.
     """
 
     def __init__(
@@ -188,7 +164,7 @@ class AgentRuntime:
 
     def transaction(self) -> Transaction:
         """A store transaction whose writes reach the watchers once it committed."""
-        return _PublishingTransaction(self.store, self._hub)
+        return PublishingTransaction(self.store, self._hub)
 
     def publish(self, update: ThreadUpdate) -> None:
         """Send ``update`` (transient tool data) to the watchers connected now."""
@@ -212,6 +188,15 @@ class AgentRuntime:
             return CallSpec.external(None if client_tool is None else client_tool.schema)
         registration = agent.tools.get(record.name)
         return None if registration is None else CallSpec.for_tool(registration.tool)
+
+    def live_run(self, run_id: str) -> LiveRun | None:
+        """The run's in-memory handle, while its actor is alive."""
+        return self._runs.get(run_id)
+
+    def is_cancelling(self, run_id: str) -> bool:
+        """Whether ``cancel_run`` is cancelling the run (alive or not)."""
+        live = self._runs.get(run_id)
+        return run_id in self._cancelling or (live is not None and live.cancelling)
 
     def agent_of(self, thread_id: str) -> AgentDefinition:
         """The agent of a thread this runtime has loaded (see :meth:`_thread`)."""
@@ -295,7 +280,7 @@ class AgentRuntime:
             tx.create_thread(thread)
         return thread.thread_id
 
-    async def _thread(self, thread_id: str) -> ThreadRecord:
+    async def thread(self, thread_id: str) -> ThreadRecord:
         """The stored thread, once its agent is known to be registered here (remembered for
         :meth:`agent_of`)."""
         thread = await self.store.get_thread(thread_id)
@@ -315,20 +300,20 @@ class AgentRuntime:
 
     async def _load(self, thread_id: str) -> ThreadRecord:
         """The thread, once its calls are checked (:class:`MigrationRequired`) and indexed."""
-        thread = await self._thread(thread_id)
+        thread = await self.thread(thread_id)
         calls = await self.store.list_calls(thread_id)
         check_migration(thread_id, calls, self.agent_of(thread_id).tools)
         index_calls(self.message_index, calls)
         for call in calls:
             if resumable(call.record):
-                self._activate_soon(call)
+                self.activate_soon(call)
         active = await self.store.get_active_run(thread_id)
         if active is not None and active.run_id not in self._runs:
             # An accepted cancel/fail/output that ended the last call, in a runtime that closed
             # before the run went on: nothing is resumable, yet the run must reach the model.
             run_calls = [c for c in calls if c.run_id == active.run_id]
             if run_calls and all(c.record.phase == "done" for c in run_calls):
-                self._activate_soon(run_calls[-1])
+                self.activate_soon(run_calls[-1])
         return thread
 
     async def send(
@@ -531,76 +516,27 @@ class AgentRuntime:
     async def submit_action(self, ref: PendingActionRef, payload: object) -> ActionResult:
         """Submit ``payload`` to the action ``ref`` names (validated by its schema)."""
         self._check_open()
-        return await self._resolve(
-            ref, lambda record, spec: submit(record, spec, ref.action_id, payload, at=self.now())
+        return await resolve(
+            self,
+            ref,
+            lambda record, spec: submit(record, spec, ref.action_id, payload, at=self.now()),
         )
 
     async def cancel_action(self, ref: PendingActionRef, reason: str | None = None) -> ActionResult:
         """Cancel the action: it and its call end as cancelled (with ``reason``)."""
         self._check_open()
-        return await self._resolve(
-            ref, lambda record, _: cancel_action(record, ref.action_id, reason, at=self.now())
+        return await resolve(
+            self, ref, lambda record, _: cancel_action(record, ref.action_id, reason, at=self.now())
         )
 
     async def fail_action(self, ref: PendingActionRef, error: str | BaseException) -> ActionResult:
         """Fail the action: its call ends in ``output-error`` with ``errorText == str(error)``."""
         self._check_open()
-        return await self._resolve(
-            ref, lambda record, _: fail_action(record, ref.action_id, error, at=self.now())
+        return await resolve(
+            self, ref, lambda record, _: fail_action(record, ref.action_id, error, at=self.now())
         )
 
-    async def _resolve(
-        self, ref: PendingActionRef, decide: Callable[[CallRecord, CallSpec], Submission]
-    ) -> ActionResult:
-        while True:
-            call = await self.store.get_call(ref.thread_id, ref.tool_call_id)
-            spec = None
-            if call is not None and call.thread_id == ref.thread_id:
-                await self._thread(call.thread_id)
-                spec = self.spec_for(call, self.agent_of(call.thread_id))
-            if call is None or spec is None:
-                return ActionResult.rejected(
-                    f"no such action {ref.action_id!r} in thread {ref.thread_id!r}; use a "
-                    "ref from pending_actions()"
-                )
-            outcome = decide(call.record, spec)
-            if outcome.result.status == "rejected":
-                return outcome.result
-            run = await self.store.get_run(call.run_id)
-            if run is None or not run.active:
-                status = "missing" if run is None else run.status
-                return ActionResult.rejected(
-                    f"the run {call.run_id!r} of action {ref.action_id!r} is {status}; its "
-                    "actions can no longer be resolved"
-                )
-            live = self._runs.get(call.run_id)
-            if call.run_id in self._cancelling or (live is not None and live.cancelling):
-                return ActionResult.rejected(
-                    f"the run {call.run_id!r} was cancelled; action {ref.action_id!r} can no "
-                    "longer be resolved"
-                )
-            try:
-                stored = await write_call(self, call, outcome.record)
-            except StoreConflict:  # resolved or changed meanwhile: judge it again
-                continue
-            await self._continue(stored, outcome)
-            return outcome.result
-
-    async def _continue(self, call: StoredCall, outcome: Submission) -> None:
-        """Wake the call's run after an accepted submission (activating it if not alive).
-
-        Nothing here can lose the submission: the stored call is the intent, and the run's
-        actor resumes it whenever it looks at its calls.
-        """
-        live = self._runs.get(call.run_id)
-        if live is None:
-            self._activate_soon(call)
-            return
-        live.changed = True
-        self.notify()
-        live.wake()
-
-    def _activate_soon(self, call: StoredCall) -> None:
+    def activate_soon(self, call: StoredCall) -> None:
         """Activate the run of ``call`` in a runtime-owned task (unless it is alive)."""
         run_id = call.run_id
         if (
@@ -618,7 +554,7 @@ class AgentRuntime:
         """Start the actor of a run that is not alive, if its stored run is still active."""
         run_id = call.run_id
         try:
-            thread = await self._thread(call.thread_id)
+            thread = await self.thread(call.thread_id)
             run = await self.store.get_run(run_id)
             if run is None or not run.active:
                 return
@@ -647,51 +583,3 @@ class AgentRuntime:
         finally:
             del self._activating[run_id]
             self.notify()
-
-
-def create_agent_runtime(
-    agent_or_pai: AgentDefinition | Pai,
-    *,
-    store: Store | None = None,
-    capabilities: Any = None,
-    map_error: MapError | None = None,
-    model: Model | None = None,
-    new_id: Callable[[str], str] = uuid_ids,
-    clock: Clock = wall_clock,
-) -> AgentRuntime:
-    """Create the runtime for an agent, or for every agent of a :class:`Pai`.
-
-    A runtime made from a Pai hosts all its agents: each thread is run by one of them
-    (``create_thread(..., agent_id=...)``, the Pai's first agent by default), and a tool's
-    ``ctx.agent_id`` is that agent's registry id; made from one agent, the runtime hosts that
-    agent under its name. ``store`` defaults to a new :class:`MemoryStore`; ``model``
-    replaces every agent's own model; ``map_error(exc, call)`` turns an exception of
-    ``execute`` into its ``errorText``; ``new_id(prefix)`` makes the ids; ``clock()`` gives
-    every recorded timestamp (timezone-aware). Misconfiguration raises
-    :class:`RuntimeConfigError` (or :class:`PaiError`) here, before anything runs.
-    """
-    check_runtime(agent_or_pai, capabilities=capabilities)
-    check_supported(agent_or_pai)
-    if isinstance(agent_or_pai, Pai):
-        if not agent_or_pai.agents:
-            raise PaiError("create_agent_runtime() needs a Pai with at least one agent")
-        agents: Mapping[str, AgentDefinition] = agent_or_pai.agents
-    else:
-        agents = {agent_or_pai.name: agent_or_pai}
-    models: dict[str, Model] = {}
-    for agent_id, agent in agents.items():
-        chosen = model if model is not None else agent.model
-        if chosen is None:
-            raise PaiError(
-                f"agent {agent_id!r} has no model; give define_agent(model=...) or "
-                "create_agent_runtime(..., model=...)"
-            )
-        models[agent_id] = chosen
-    return AgentRuntime(
-        agents,
-        models=models,
-        store=store if store is not None else MemoryStore(),
-        map_error=map_error,
-        new_id=new_id,
-        clock=clock,
-    )

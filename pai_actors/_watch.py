@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Literal, TypeAlias
 
 import trio
@@ -31,7 +32,7 @@ from ._errors import WatchOverflow
 from ._json import JsonValue
 from ._parts import Message, ToolDataItem, ToolPart
 from ._state import RunState
-from ._store import AppendMessage, PutRun, PutToolPart, ReplaceMessage, Write
+from ._store import AppendMessage, PutRun, PutToolPart, ReplaceMessage, Store, Transaction, Write
 from ._wire import WireModel
 
 DEFAULT_WATCH_CAPACITY = 256
@@ -224,3 +225,21 @@ class ThreadWatch:
                 "updates behind and was dropped; read get_state() again and open a new watch"
             )
         return StopAsyncIteration()
+
+
+class PublishingTransaction(Transaction):
+    """A transaction whose writes are published to the watchers once it committed."""
+
+    def __init__(self, store: Store, hub: WatchHub) -> None:
+        super().__init__(store)
+        self._hub = hub
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await super().__aexit__(exc_type, exc, tb)
+        if exc_type is None:
+            self._hub.publish(updates_of(self.writes))

@@ -39,10 +39,11 @@ from typing import Any
 from ._agent import AgentDefinition, Pai
 from ._clock import Clock
 from ._clock import trio_clock as trio_clock
+from ._create import counter_ids, create_agent_runtime
 from ._errors import ScriptedModelError as ScriptedModelError
 from ._memory_store import MemoryBacking, MemoryStore
 from ._model import Model
-from ._runtime import AgentRuntime, MapError, counter_ids, create_agent_runtime
+from ._runtime import AgentRuntime, MapError
 from ._scripted_model import ScriptedModel as ScriptedModel
 from ._scripted_model import ScriptedText as ScriptedText
 from ._scripted_model import ScriptedToolCall as ScriptedToolCall

@@ -519,3 +519,78 @@ async def test_closing_while_a_resume_executes_records_the_call_cancelled(
             assert len(model.requests) == 2
             assert len(resumed) == 1
             assert await rt.pending_actions(tid) == []
+
+
+@pytest.mark.parametrize("k", range(4))
+async def test_cancel_run_racing_the_close_either_cancels_or_raises_runtime_closed(
+    k: int, autojump_clock: trio.testing.MockClock
+) -> None:
+    agent = define_agent(name="a", tools={"ask": _ask_tool()})
+    store = MemoryStore()
+    outcome: list[str] = []
+    with trio.fail_after(10):
+        async with trio.open_nursery() as outer:
+            model = ScriptedModel([[tool_call("ask", {"summary": "s"})], text("done")])
+            async with create_test_runtime(agent, model=model, store=store) as rt:
+                tid = await rt.create_thread("s")
+                run_id = await rt.send(tid, "go")
+                await rt.wait_idle(tid)  # the run waits on ask.approval, its actor alive
+
+                async def cancel() -> None:
+                    try:
+                        await rt.cancel_run(run_id, "stop")
+                        outcome.append("returned")
+                    except RuntimeClosed:
+                        outcome.append("RuntimeClosed")
+
+                outer.start_soon(cancel)
+                for _ in range(k):
+                    await trio.lowlevel.checkpoint()
+            # leaving the block closes the runtime while cancel_run may wait on the run
+    [run] = await store.list_runs(tid)
+    if outcome == ["returned"]:  # it promised the run is cancelled, and recorded
+        assert run.status == "cancelled"
+        assert await store.list_pending_actions(tid) == []
+        [call] = await store.list_calls(tid)
+        assert call.record.error_text == "The tool call was cancelled: stop"
+    else:
+        assert outcome == ["RuntimeClosed"]
+        assert run.status == "waiting"
+
+
+async def test_a_run_shows_running_while_a_resume_executes(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    entered = trio.Event()
+    release = trio.Event()
+
+    async def execute(ctx: ToolContext) -> Any:
+        if isinstance(ctx.entry, ResumeEntry):
+            entered.set()
+            await release.wait()
+            return "ok"
+        return ctx.suspend("approval", {"summary": "s"})
+
+    tool = define_tool(
+        id="t.slow-resume.v1",
+        description="Ask, then work.",
+        input_schema=Summary,
+        suspend={"approval": SuspendPoint(suspend_schema=Summary, resume_schema=Decision)},
+        execute=execute,
+    )
+    agent = define_agent(name="a", tools={"ask": tool})
+    model = ScriptedModel([[tool_call("ask", {"summary": "s"})], text("done")])
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=model) as rt:
+            tid = await rt.create_thread("s")
+            await rt.send(tid, "go")
+            await rt.wait_idle(tid)
+            assert [r.status for r in (await rt.get_state(tid)).runs] == ["waiting"]
+            [action] = await rt.pending_actions(tid)
+            assert (await action.submit({"approved": True})).status == "accepted"
+            await entered.wait()
+            await trio.testing.wait_all_tasks_blocked()
+            assert [r.status for r in (await rt.get_state(tid)).runs] == ["running"]
+            release.set()
+            await rt.wait_idle(tid)
+            assert [r.status for r in (await rt.get_state(tid)).runs] == ["completed"]

@@ -1,0 +1,77 @@
+"""Making a runtime: :func:`create_agent_runtime`, and the id makers it takes
+(:func:`uuid_ids` in production, :func:`counter_ids` in tests)."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ._agent import AgentDefinition, Pai, check_runtime, check_supported
+from ._clock import Clock, wall_clock
+from ._errors import PaiError
+from ._memory_store import MemoryStore
+from ._model import Model
+from ._runtime import AgentRuntime, MapError
+from ._store import Store
+
+
+def uuid_ids(prefix: str) -> str:
+    """Production ids: ``"<prefix>_<uuid4 hex>"``."""
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+def counter_ids(generation: str = "") -> Callable[[str], str]:
+    """Deterministic ids for tests: ``"<prefix>_<generation>1"``, ``"<prefix>_<generation>2"``,
+    ... (one counter)."""
+    counter = itertools.count(1)
+    return lambda prefix: f"{prefix}_{generation}{next(counter)}"
+
+
+def create_agent_runtime(
+    agent_or_pai: AgentDefinition | Pai,
+    *,
+    store: Store | None = None,
+    capabilities: Any = None,
+    map_error: MapError | None = None,
+    model: Model | None = None,
+    new_id: Callable[[str], str] = uuid_ids,
+    clock: Clock = wall_clock,
+) -> AgentRuntime:
+    """Create the runtime for an agent, or for every agent of a :class:`Pai`.
+
+    A runtime made from a Pai hosts all its agents: each thread is run by one of them
+    (``create_thread(..., agent_id=...)``, the Pai's first agent by default), and a tool's
+    ``ctx.agent_id`` is that agent's registry id; made from one agent, the runtime hosts that
+    agent under its name. ``store`` defaults to a new :class:`MemoryStore`; ``model``
+    replaces every agent's own model; ``map_error(exc, call)`` turns an exception of
+    ``execute`` into its ``errorText``; ``new_id(prefix)`` makes the ids; ``clock()`` gives
+    every recorded timestamp (timezone-aware). Misconfiguration raises
+    :class:`RuntimeConfigError` (or :class:`PaiError`) here, before anything runs.
+    """
+    check_runtime(agent_or_pai, capabilities=capabilities)
+    check_supported(agent_or_pai)
+    if isinstance(agent_or_pai, Pai):
+        if not agent_or_pai.agents:
+            raise PaiError("create_agent_runtime() needs a Pai with at least one agent")
+        agents: Mapping[str, AgentDefinition] = agent_or_pai.agents
+    else:
+        agents = {agent_or_pai.name: agent_or_pai}
+    models: dict[str, Model] = {}
+    for agent_id, agent in agents.items():
+        chosen = model if model is not None else agent.model
+        if chosen is None:
+            raise PaiError(
+                f"agent {agent_id!r} has no model; give define_agent(model=...) or "
+                "create_agent_runtime(..., model=...)"
+            )
+        models[agent_id] = chosen
+    return AgentRuntime(
+        agents,
+        models=models,
+        store=store if store is not None else MemoryStore(),
+        map_error=map_error,
+        new_id=new_id,
+        clock=clock,
+    )

@@ -1,0 +1,77 @@
+"""Resolving a pending action: :func:`resolve` (``submit_action``, ``cancel_action`` and
+``fail_action`` of :class:`AgentRuntime` all go through it).
+
+The submission is judged by the pure core (``_calls``) against the stored call, written
+with the call's part in one transaction (a conflict: judge it again), and then the call's
+run is woken, or activated when its actor is not alive. Nothing here can lose an accepted
+submission: the stored call is the intent, and the run's actor resumes it whenever it looks
+at its calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ._actions import ActionResult, PendingActionRef
+from ._call_record import CallRecord, CallSpec
+from ._calls import Submission
+from ._errors import StoreConflict
+from ._records import StoredCall
+from ._run_io import write_call
+
+if TYPE_CHECKING:
+    from ._runtime import AgentRuntime
+
+
+async def resolve(
+    rt: AgentRuntime, ref: PendingActionRef, decide: Callable[[CallRecord, CallSpec], Submission]
+) -> ActionResult:
+    """Resolve the action ``ref`` names as ``decide(record, spec)`` judges it.
+
+    Rejected (nothing written): no such action in that thread, the judgement rejects it,
+    or its run is over or being cancelled. Accepted: written, then the run is woken.
+    """
+    while True:
+        call = await rt.store.get_call(ref.thread_id, ref.tool_call_id)
+        spec = None
+        if call is not None and call.thread_id == ref.thread_id:
+            await rt.thread(call.thread_id)
+            spec = rt.spec_for(call, rt.agent_of(call.thread_id))
+        if call is None or spec is None:
+            return ActionResult.rejected(
+                f"no such action {ref.action_id!r} in thread {ref.thread_id!r}; use a "
+                "ref from pending_actions()"
+            )
+        outcome = decide(call.record, spec)
+        if outcome.result.status == "rejected":
+            return outcome.result
+        run = await rt.store.get_run(call.run_id)
+        if run is None or not run.active:
+            status = "missing" if run is None else run.status
+            return ActionResult.rejected(
+                f"the run {call.run_id!r} of action {ref.action_id!r} is {status}; its "
+                "actions can no longer be resolved"
+            )
+        if rt.is_cancelling(call.run_id):
+            return ActionResult.rejected(
+                f"the run {call.run_id!r} was cancelled; action {ref.action_id!r} can no "
+                "longer be resolved"
+            )
+        try:
+            stored = await write_call(rt, call, outcome.record)
+        except StoreConflict:  # resolved or changed meanwhile: judge it again
+            continue
+        await _wake(rt, stored)
+        return outcome.result
+
+
+async def _wake(rt: AgentRuntime, call: StoredCall) -> None:
+    """Wake the call's run after an accepted submission (activating it if not alive)."""
+    live = rt.live_run(call.run_id)
+    if live is None:
+        rt.activate_soon(call)
+        return
+    live.changed = True
+    rt.notify()
+    live.wake()
