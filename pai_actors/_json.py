@@ -108,7 +108,7 @@ def _convert(value: object, what: str, loc: Loc, active: set[int]) -> JsonValue:
             dumped = value.model_dump(mode="json", warnings="error")
         except PydanticSerializationError as exc:
             raise OutputNotJSON(
-                what, loc, f"is a {_type_name(value)} that pydantic cannot serialize: {exc}"
+                what, loc, f"is {_a_type(value)} that pydantic cannot serialize: {exc}"
             ) from exc
         return _convert(dumped, what, loc, active)
     raise OutputNotJSON(what, loc, _rejection(value))
@@ -156,13 +156,19 @@ def _rejection(value: object) -> str:
         )
     if isinstance(value, set | frozenset):
         return (
-            f"is a {_type_name(value)} ({shown}), which JSON cannot represent; use a list "
+            f"is {_a_type(value)} ({shown}), which JSON cannot represent; use a list "
             "instead (sorted(...) keeps its order stable)"
         )
     return (
-        f"is a {_type_name(value)} ({shown}), which is not a JSON value; convert it to "
+        f"is {_a_type(value)} ({shown}), which is not a JSON value; convert it to "
         f"{_ALTERNATIVES}, or parse it with a pydantic schema that serializes it"
     )
+
+
+def _a_type(value: object) -> str:
+    """``"a set"``, ``"an object"``, ``"a decimal.Decimal"``."""
+    name = _type_name(value)
+    return f"{'an' if name[0] in 'aeiouAEIOU' else 'a'} {name}"
 
 
 def _type_name(value: object) -> str:

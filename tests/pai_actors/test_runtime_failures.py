@@ -295,3 +295,36 @@ async def test_a_model_reusing_a_call_id_of_its_thread_fails_the_run_clearly(
     assert run.error is not None
     assert "tool call the id 'x', which an earlier call of this thread already has" in run.error
     assert len(parts(state)) == 1
+
+
+async def test_outputs_that_are_not_lossless_json_fail_the_call_and_none_is_null(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    returned = {
+        "nan": float("nan"),
+        "bytes": b"x",
+        "set": {1},
+        "key": {1: "a"},
+        "object": object(),
+        "none": None,
+    }
+    tools = {
+        name: define_tool(
+            id=f"t.out-{name}.v1",
+            description="Returns a value.",
+            input_schema=Query,
+            execute=lambda ctx, value=value: value,
+        )
+        for name, value in returned.items()
+    }
+    agent = define_agent(name="a", tools=tools)
+    model = ScriptedModel([[tool_call(name, {}) for name in returned], text("done")])
+    state = await run_to_idle(agent, model)
+    shown = {p.tool_name: (p.state, p.error_text) for p in parts(state)}
+    assert shown.pop("none") == ("output-available", None)
+    assert parts(state)[-1].to_wire()["output"] is None  # a successful null is on the wire
+    for name, (state_name, error_text) in shown.items():
+        assert state_name == "output-error", name
+        assert error_text is not None
+        assert error_text.startswith("output"), (name, error_text)
+    assert [r.status for r in state.runs] == ["completed"]
