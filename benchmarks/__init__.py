@@ -16,18 +16,29 @@ JSON line (see :class:`Record`). The figures:
   pykka's ``ThreadingActor`` doing the same. Target: ratio of throughputs >= 5.
 - ``vs_pykka_sequential``: the same, one lifecycle after another (latency); informational,
   no target (``"target"`` and ``"met"`` are ``null``).
+- ``tool_calls``: tool calls per second through the agent runtime (one run whose model asks
+  for all the calls at once, memory store), vs ``nursery.start_soon`` tasks doing the same
+  tool work (validating the input with the same pydantic model). Target: >= 0.3.
+- ``tool_calls_vs_pykka``: the same tool calls against a pykka ``ThreadingActor`` per call
+  (start, ask with the input, stop, many at once). Target: ratio of throughputs >= 5.
+- ``cancel_run``: seconds for ``cancel_run`` to record every call of a run with many calls
+  in flight as cancelled, vs cancelling a nursery of as many sleeping tasks. Target: ratio
+  of times <= 3.
 
 Each figure is a function that takes its sizes, so a test can run it tiny. Timing lives
 here, never in a test.
 """
 
 from ._ask import ask_round_trip as ask_round_trip
+from ._cancel_run import cancel_run as cancel_run
 from ._harness import Record as Record
 from ._harness import Target as Target
 from ._spawn_exit import spawn_exit as spawn_exit
 from ._spawn_exit import spawn_exit_scoped as spawn_exit_scoped
 from ._teardown import tree_size as tree_size
 from ._teardown import tree_teardown as tree_teardown
+from ._tool_calls import tool_calls as tool_calls
+from ._tool_calls import tool_calls_vs_pykka as tool_calls_vs_pykka
 from ._vs_pykka import vs_pykka as vs_pykka
 from ._vs_pykka import vs_pykka_sequential as vs_pykka_sequential
 
@@ -35,8 +46,11 @@ __all__ = [
     "Record",
     "Target",
     "ask_round_trip",
+    "cancel_run",
     "spawn_exit",
     "spawn_exit_scoped",
+    "tool_calls",
+    "tool_calls_vs_pykka",
     "tree_size",
     "tree_teardown",
     "vs_pykka",

@@ -308,11 +308,16 @@ def write_data(
 
 
 def to_part(record: CallRecord) -> ToolPart:
-    """Project a record to the tool part clients see (native state plus pai's sidecars)."""
+    """Project a record to the tool part clients see (native state plus pai's sidecars).
+
+    Built without validation (``model_construct``): the record's values are lossless JSON
+    already, and its transitions keep the arms consistent. This runs on every transition of
+    every call, so it must be cheap; the tests check that every projection validates.
+    """
     suspensions = tuple(_episode_view(e) for e in record.episodes)
     pending = next((s for s in suspensions if s.state == "pending"), None)
     cancelled = record.cancelled
-    return ToolPart(
+    return ToolPart.model_construct(
         type="dynamic-tool" if record.dynamic else f"tool-{record.name}",
         tool_name=record.name,
         tool_call_id=record.tool_call_id,
@@ -321,9 +326,11 @@ def to_part(record: CallRecord) -> ToolPart:
         raw_input=record.raw_input,
         output=record.output,
         error_text=record.error_text,
+        approval=None,
         data={
             channel: tuple(
-                ToolDataItem(id=i.id, value=i.value, updated_at=i.updated_at) for i in items
+                ToolDataItem.model_construct(id=i.id, value=i.value, updated_at=i.updated_at)
+                for i in items
             )
             for channel, items in record.data.items()
         },
@@ -331,7 +338,7 @@ def to_part(record: CallRecord) -> ToolPart:
         pending_suspension=pending,
         cancelled=None
         if cancelled is None
-        else CancelledInfo(reason=cancelled.reason, at=cancelled.at),
+        else CancelledInfo.model_construct(reason=cancelled.reason, at=cancelled.at),
     )
 
 
@@ -339,7 +346,7 @@ def to_part(record: CallRecord) -> ToolPart:
 
 
 def _episode_view(episode: Episode) -> SuspensionView:
-    return SuspensionView(
+    return SuspensionView.model_construct(
         action_id=episode.action_id,
         name=episode.name,
         input=episode.input,

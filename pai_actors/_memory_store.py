@@ -1,24 +1,34 @@
-""":class:`MemoryStore`: the in-process :class:`~pai_actors.Store`, for tests and examples.
+""":class:`MemoryStore`: the in-process :class:`~pai_actors.Store`, for tests, examples and
+simulations.
 
-It behaves like a real store rather than a dict of live objects: every record is held as
-its JSON text (``model_dump_json`` / ``to_wire``) and decoded on each read, so a caller
-never shares mutable state with it, and whatever does not survive a round trip through JSON
-fails here as it would on disk. Commits are copy-on-write: a batch is applied to copies of
-the tables it touches, and the new tables replace the old ones in one assignment, so a
-reader sees a transaction entirely or not at all, and a refused batch leaves nothing behind.
+It holds the records themselves (frozen pydantic models and frozen dataclasses), never live
+runtime objects, in persistent maps (``immutables.Map``, a hash array mapped trie): a commit
+builds the next state from the last one with structural sharing, so it costs in proportion
+to what it writes, never to what the store holds, and the new state replaces the old one in
+one assignment. A reader sees a transaction entirely or not at all, and a refused batch
+leaves nothing behind. A message's tool parts are kept by tool call id, so putting one part
+costs the same in a message of ten parts or ten thousand.
+
+Records are shared, not copied, with the runtime that reads them: they are immutable, and
+the JSON values inside them (dicts and lists) must be treated as read-only. What a store
+method hands towards an application (pending actions' inputs, tool data) is copied, and the
+runtime copies the messages ``get_state`` returns, so changing a dict an application was
+given never changes the store.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TypeVar, assert_never
+import copy
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar, assert_never
 
 import trio
+from immutables import Map
 
 from ._errors import StoreConflict
-from ._parts import Message, ToolDataItem, ToolPart
+from ._parts import Message, Part, ToolDataItem, ToolPart
 from ._records import OpenAction, RunRecord, StoredCall, StoredFileBody, ThreadRecord, UploadedFile
 from ._store import (
     AppendMessage,
@@ -33,16 +43,59 @@ from ._store import (
     open_actions,
 )
 
+V = TypeVar("V")
+
+
+@dataclass(frozen=True, slots=True)
+class _StoredMessage:
+    """A message as held: its parts by key (a tool part by its tool call id, any other part
+    by ``"#<index>"``) and the keys in order."""
+
+    message: Message  # id, role, metadata (its parts are rebuilt from ``parts``)
+    keys: tuple[str, ...]
+    parts: Map[str, Part]
+
+    @classmethod
+    def of(cls, message: Message) -> _StoredMessage:
+        keys = tuple(
+            part.tool_call_id if isinstance(part, ToolPart) else f"#{index}"
+            for index, part in enumerate(message.parts)
+        )
+        return cls(
+            message.model_copy(update={"parts": ()}),
+            keys,
+            Map(zip(keys, message.parts, strict=True)),
+        )
+
+    def with_part(self, part: ToolPart) -> _StoredMessage:
+        keys = self.keys if part.tool_call_id in self.parts else (*self.keys, part.tool_call_id)
+        return _StoredMessage(self.message, keys, self.parts.set(part.tool_call_id, part))
+
+    def read(self) -> Message:
+        return self.message.model_copy(update={"parts": tuple(self.parts[k] for k in self.keys)})
+
+
+@dataclass(frozen=True, slots=True)
+class _Thread:
+    """A thread with what belongs to it: its messages in order, its runs' ids in order, and
+    its calls by tool call id (each with its creation number, for ordering). Threads and
+    calls are numbered from one sequence per backing."""
+
+    record: ThreadRecord
+    number: int  # creation order among threads
+    message_ids: tuple[str, ...] = ()
+    messages: Map[str, _StoredMessage] = field(default_factory=Map)
+    run_ids: tuple[str, ...] = ()
+    calls: Map[str, tuple[int, StoredCall]] = field(default_factory=Map)
+
 
 @dataclass(frozen=True, slots=True)
 class _Tables:
-    """One committed state of the store: JSON text by key, in insertion order. Never mutated."""
+    """One committed state of the store. Never mutated: a commit makes the next one."""
 
-    threads: dict[str, str] = field(default_factory=dict)
-    messages: dict[str, dict[str, str]] = field(default_factory=dict)  # thread -> id -> json
-    runs: dict[str, str] = field(default_factory=dict)
-    calls: dict[tuple[str, str], str] = field(default_factory=dict)  # (thread, call id)
-    files: dict[str, tuple[str, bytes]] = field(default_factory=dict)
+    threads: Map[str, _Thread] = field(default_factory=Map)
+    runs: Map[str, RunRecord] = field(default_factory=Map)
+    files: Map[str, tuple[UploadedFile, bytes]] = field(default_factory=Map)
 
 
 class MemoryBacking:
@@ -54,6 +107,7 @@ class MemoryBacking:
 
     def __init__(self) -> None:
         self.tables = _Tables()
+        self.sequence = itertools.count()  # orders the calls of a thread by creation
 
 
 class MemoryStore:
@@ -77,9 +131,8 @@ class MemoryStore:
 
     async def commit(self, writes: Sequence[Write]) -> None:
         await trio.lowlevel.checkpoint_if_cancelled()
-        tables = self.backing.tables
-        new = _apply(tables, writes)  # raises StoreConflict with nothing changed
-        self.backing.tables = new
+        backing = self.backing
+        backing.tables = _apply(backing.tables, writes, backing.sequence)  # or StoreConflict
         await trio.lowlevel.cancel_shielded_checkpoint()
 
     async def _read(self) -> _Tables:
@@ -87,22 +140,22 @@ class MemoryStore:
         return self.backing.tables
 
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
-        text = (await self._read()).threads.get(thread_id)
-        return None if text is None else ThreadRecord.model_validate_json(text)
+        thread = (await self._read()).threads.get(thread_id)
+        return None if thread is None else thread.record
 
     async def list_threads(self, scope_key: str) -> list[ThreadRecord]:
-        threads = [
-            ThreadRecord.model_validate_json(t) for t in (await self._read()).threads.values()
-        ]
-        return [t for t in threads if t.scope_key == scope_key]
+        threads = (await self._read()).threads.values()
+        ordered = sorted(threads, key=lambda thread: thread.number)
+        return [t.record for t in ordered if t.record.scope_key == scope_key]
 
     async def list_messages(self, thread_id: str) -> list[Message]:
-        texts = (await self._read()).messages.get(thread_id, {})
-        return [Message.model_validate_json(text) for text in texts.values()]
+        thread = (await self._read()).threads.get(thread_id)
+        if thread is None:
+            return []
+        return [thread.messages[message_id].read() for message_id in thread.message_ids]
 
     async def get_run(self, run_id: str) -> RunRecord | None:
-        text = (await self._read()).runs.get(run_id)
-        return None if text is None else RunRecord.model_validate_json(text)
+        return (await self._read()).runs.get(run_id)
 
     async def list_runs(self, thread_id: str) -> list[RunRecord]:
         return _runs_of(await self._read(), thread_id)
@@ -111,31 +164,33 @@ class MemoryStore:
         return next((r for r in _runs_of(await self._read(), thread_id) if r.active), None)
 
     async def get_call(self, thread_id: str, tool_call_id: str) -> StoredCall | None:
-        text = (await self._read()).calls.get((thread_id, tool_call_id))
-        return None if text is None else StoredCall.model_validate_json(text)
+        thread = (await self._read()).threads.get(thread_id)
+        found = None if thread is None else thread.calls.get(tool_call_id)
+        return None if found is None else found[1]
 
     async def list_calls(self, thread_id: str) -> list[StoredCall]:
-        return _calls_of(await self._read(), {thread_id})
+        return _calls_of((await self._read()).threads.get(thread_id))
 
     async def get_pending_action(self, thread_id: str, action_id: str) -> OpenAction | None:
-        for call in _calls_of(await self._read(), {thread_id}):
+        for call in _calls_of((await self._read()).threads.get(thread_id)):
             for action in open_actions(call):
                 if action.ref.action_id == action_id:
-                    return action
+                    return _copied(action)
         return None
 
     async def list_pending_actions(self, thread_id: str) -> list[OpenAction]:
-        calls = _calls_of(await self._read(), {thread_id})
-        return [action for call in calls for action in open_actions(call)]
+        calls = _calls_of((await self._read()).threads.get(thread_id))
+        return [_copied(action) for call in calls for action in open_actions(call)]
 
     async def list_scope_pending_actions(self, scope_key: str) -> list[OpenAction]:
-        tables = await self._read()
-        threads = {
-            thread_id
-            for thread_id, text in tables.threads.items()
-            if ThreadRecord.model_validate_json(text).scope_key == scope_key
-        }
-        return [action for call in _calls_of(tables, threads) for action in open_actions(call)]
+        threads = sorted((await self._read()).threads.values(), key=lambda t: t.number)
+        return [
+            _copied(action)
+            for thread in threads
+            if thread.record.scope_key == scope_key
+            for call in _calls_of(thread)
+            for action in open_actions(call)
+        ]
 
     async def list_tool_data(
         self, thread_id: str, tool_call_id: str, channel: str
@@ -144,141 +199,131 @@ class MemoryStore:
         if call is None:
             return []
         return [
-            ToolDataItem(id=item.id, value=item.value, updated_at=item.updated_at)
+            ToolDataItem(id=item.id, value=copy.deepcopy(item.value), updated_at=item.updated_at)
             for item in call.record.data.get(channel, ())
         ]
 
     async def read_file(self, file_id: str, *, scope_key: str) -> StoredFileBody | None:
         found = (await self._read()).files.get(file_id)
-        if found is None:
+        if found is None or found[0].scope_key != scope_key:
             return None
-        file = UploadedFile.model_validate_json(found[0])
-        return StoredFileBody(file, found[1]) if file.scope_key == scope_key else None
+        return StoredFileBody(found[0], found[1])
+
+
+def _copied(action: OpenAction) -> OpenAction:
+    return replace(action, input=copy.deepcopy(action.input))
 
 
 def _runs_of(tables: _Tables, thread_id: str) -> list[RunRecord]:
-    runs = [RunRecord.model_validate_json(text) for text in tables.runs.values()]
-    return [run for run in runs if run.thread_id == thread_id]
+    thread = tables.threads.get(thread_id)
+    return [] if thread is None else [tables.runs[run_id] for run_id in thread.run_ids]
 
 
-def _calls_of(tables: _Tables, thread_ids: set[str]) -> list[StoredCall]:
-    calls = [StoredCall.model_validate_json(text) for text in tables.calls.values()]
-    return [call for call in calls if call.thread_id in thread_ids]
+def _calls_of(thread: _Thread | None) -> list[StoredCall]:
+    if thread is None:
+        return []
+    return [call for _, call in sorted(thread.calls.values(), key=lambda found: found[0])]
 
 
-def _message_json(message: Message) -> str:
-    return json.dumps(message.to_wire())
+def _apply(tables: _Tables, writes: Sequence[Write], sequence: Any) -> _Tables:
+    """``tables`` with ``writes`` applied, as new tables; ``tables`` itself is untouched.
 
+    Raises :class:`StoreConflict` for the first write that conflicts (nothing is kept).
+    """
+    threads = tables.threads.mutate()
+    runs = tables.runs.mutate()
+    files = tables.files.mutate()
 
-def _apply(tables: _Tables, writes: Sequence[Write]) -> _Tables:
-    """``tables`` with ``writes`` applied, as new tables; ``tables`` itself is untouched."""
-    new = _Tables(
-        threads=dict(tables.threads),
-        messages=dict(tables.messages),  # inner dicts are copied when written
-        runs=dict(tables.runs),
-        calls=dict(tables.calls),
-        files=dict(tables.files),
-    )
-    copied: set[str] = set()
-
-    def thread_messages(thread_id: str, key: str) -> dict[str, str]:
-        if thread_id not in new.threads:
+    def thread_of(thread_id: str, key: str) -> _Thread:
+        thread = threads.get(thread_id)
+        if thread is None:
             raise StoreConflict(key, f"its thread {thread_id!r} does not exist; create it first")
-        if thread_id not in copied:
-            new.messages[thread_id] = dict(new.messages.get(thread_id, {}))
-            copied.add(thread_id)
-        return new.messages[thread_id]
+        return thread
 
     for write in writes:
         if isinstance(write, CreateThread):
-            thread = write.thread
-            key = f"thread {thread.thread_id!r}"
-            if thread.thread_id in new.threads:
+            record = write.thread
+            key = f"thread {record.thread_id!r}"
+            if record.thread_id in threads:
                 raise StoreConflict(key, "already exists; a thread is created once")
-            new.threads[thread.thread_id] = thread.model_dump_json()
+            threads[record.thread_id] = _Thread(record, next(sequence))
         elif isinstance(write, AppendMessage):
             key = f"message {write.message.id!r}"
-            messages = thread_messages(write.thread_id, key)
-            if write.message.id in messages:
+            thread = thread_of(write.thread_id, key)
+            if write.message.id in thread.messages:
                 raise StoreConflict(key, "already exists; use replace_message to change it")
-            messages[write.message.id] = _message_json(write.message)
+            threads[write.thread_id] = replace(
+                thread,
+                message_ids=(*thread.message_ids, write.message.id),
+                messages=thread.messages.set(write.message.id, _StoredMessage.of(write.message)),
+            )
         elif isinstance(write, ReplaceMessage):
             key = f"message {write.message.id!r}"
-            messages = thread_messages(write.thread_id, key)
-            if write.message.id not in messages:
+            thread = thread_of(write.thread_id, key)
+            if write.message.id not in thread.messages:
                 raise StoreConflict(key, "does not exist; use append_message to add it")
-            messages[write.message.id] = _message_json(write.message)
+            stored = _StoredMessage.of(write.message)
+            threads[write.thread_id] = replace(
+                thread, messages=thread.messages.set(write.message.id, stored)
+            )
         elif isinstance(write, PutToolPart):
             key = f"message {write.message_id!r}"
-            messages = thread_messages(write.thread_id, key)
-            if write.message_id not in messages:
+            thread = thread_of(write.thread_id, key)
+            message = thread.messages.get(write.message_id)
+            if message is None:
                 raise StoreConflict(key, "does not exist; append it before putting parts in it")
-            message = Message.model_validate_json(messages[write.message_id])
-            messages[write.message_id] = _message_json(_with_part(message, write.part))
+            threads[write.thread_id] = replace(
+                thread,
+                messages=thread.messages.set(write.message_id, message.with_part(write.part)),
+            )
         elif isinstance(write, PutRun):
             run = write.run
             key = f"run {run.run_id!r}"
-            _check_revision(new.runs, run.run_id, run.revision, run.thread_id, key, RunRecord)
-            _check_thread(new, run.thread_id, key)
+            old_run = runs.get(run.run_id)
+            _check_revision(old_run, run.revision, key)
+            if old_run is not None and old_run.thread_id != run.thread_id:
+                raise StoreConflict(
+                    key,
+                    f"belongs to thread {old_run.thread_id!r}; it cannot move to {run.thread_id!r}",
+                )
+            thread = thread_of(run.thread_id, key)
             if run.active:
-                for other in _runs_of(new, run.thread_id):
-                    if other.run_id != run.run_id and other.active:
+                for other_id in thread.run_ids:
+                    other = runs[other_id]
+                    if other_id != run.run_id and other.active:
                         raise StoreConflict(
                             key,
                             f"thread {run.thread_id!r} already has the active run "
-                            f"{other.run_id!r} ({other.status}); a thread has one run at a "
+                            f"{other_id!r} ({other.status}); a thread has one run at a "
                             "time, end that one first",
                         )
-            stored = run.model_copy(update={"revision": run.revision + 1})
-            new.runs[run.run_id] = stored.model_dump_json()
+            runs[run.run_id] = run.model_copy(update={"revision": run.revision + 1})
+            if old_run is None:
+                threads[run.thread_id] = replace(thread, run_ids=(*thread.run_ids, run.run_id))
         elif isinstance(write, PutCall):
             call = write.call
             key = f"call {call.tool_call_id!r}"
-            call_key = (call.thread_id, call.tool_call_id)
-            _check_revision(new.calls, call_key, call.revision, call.thread_id, key, StoredCall)
-            _check_thread(new, call.thread_id, key)
+            thread = thread_of(call.thread_id, key)
+            found = thread.calls.get(call.tool_call_id)
+            _check_revision(None if found is None else found[1], call.revision, key)
+            number = next(sequence) if found is None else found[0]
             stored_call = call.model_copy(update={"revision": call.revision + 1})
-            new.calls[call_key] = stored_call.model_dump_json()
+            threads[call.thread_id] = replace(
+                thread, calls=thread.calls.set(call.tool_call_id, (number, stored_call))
+            )
         elif isinstance(write, SaveFile):
             file = write.file
             key = f"file {file.file_id!r}"
-            if file.file_id in new.files:
+            if file.file_id in files:
                 raise StoreConflict(key, "already exists; a file is saved once")
-            new.files[file.file_id] = (file.model_dump_json(), bytes(write.body))
+            files[file.file_id] = (file, bytes(write.body))
         else:
             assert_never(write)
-    return new
+    return _Tables(threads=threads.finish(), runs=runs.finish(), files=files.finish())
 
 
-def _with_part(message: Message, part: ToolPart) -> Message:
-    parts = list(message.parts)
-    for index, old in enumerate(parts):
-        if isinstance(old, ToolPart) and old.tool_call_id == part.tool_call_id:
-            parts[index] = part
-            break
-    else:
-        parts.append(part)
-    return message.model_copy(update={"parts": tuple(parts)})
-
-
-def _check_thread(tables: _Tables, thread_id: str, key: str) -> None:
-    if thread_id not in tables.threads:
-        raise StoreConflict(key, f"its thread {thread_id!r} does not exist; create it first")
-
-
-K = TypeVar("K", bound=Hashable)
-
-
-def _check_revision(
-    table: Mapping[K, str],
-    record_id: K,
-    revision: int,
-    thread_id: str,
-    key: str,
-    model: type[RunRecord] | type[StoredCall],
-) -> None:
-    text = table.get(record_id)
-    if text is None:
+def _check_revision(stored: RunRecord | StoredCall | None, revision: int, key: str) -> None:
+    if stored is None:
         if revision != 0:
             raise StoreConflict(
                 key,
@@ -286,7 +331,6 @@ def _check_revision(
                 "has revision 0",
             )
         return
-    stored = model.model_validate_json(text)
     if revision == 0:
         raise StoreConflict(key, "already exists; read it and write the changed record back")
     if stored.revision != revision:
@@ -294,8 +338,4 @@ def _check_revision(
             key,
             f"was written with revision {revision}, but the store holds revision "
             f"{stored.revision}: another writer changed it; read it again and re-apply",
-        )
-    if stored.thread_id != thread_id:
-        raise StoreConflict(
-            key, f"belongs to thread {stored.thread_id!r}; it cannot move to {thread_id!r}"
         )

@@ -60,7 +60,14 @@ from ._parts import ToolDataItem
 from ._prepare import prepare_tools, resolve_runtime_context
 from ._records import RunRecord, StoredCall, ThreadRecord
 from ._registration import ClientTool, call_callback
-from ._run_io import needs_observing, observe_output, read_step, tool_context, write_call
+from ._run_io import (
+    needs_observing,
+    observe_output,
+    read_step,
+    stage_call,
+    tool_context,
+    write_call,
+)
 from ._state import RunStatus
 from ._watch import ToolDataUpdated
 
@@ -322,28 +329,31 @@ async def record_cancelled(
     With ``keep_pending``, an accepted submission (:func:`resumable`) whose resume has not
     begun ``execute`` (its action id is not in ``started``) is kept too: a later runtime resumes it.
 
-    A call changed meanwhile (a submission resolved it) is read again, until it is recorded.
+    All of them are written in one transaction (a run of ten thousand calls is one commit);
+    if a call changed meanwhile (a submission resolved it), the calls are read and judged
+    again.
     """
-    kept = False
-    for listed in await rt.store.list_calls(thread_id):
-        if listed.run_id != run_id:
-            continue
-        call: StoredCall | None = listed
-        while call is not None and call.record.phase != "done":
+    while True:
+        kept = False
+        cancelled: list[tuple[StoredCall, CallRecord]] = []
+        for call in await rt.store.list_calls(thread_id):
             record = call.record
+            if call.run_id != run_id or record.phase == "done":
+                continue
             if keep_pending and (
                 record.phase in ("suspended", "awaiting_output")
                 or (resumable(record) and record.episodes[-1].action_id not in started)
             ):
                 kept = True
-                break
-            step = cancel_call(record, reason, at=rt.now())
-            try:
-                await write_call(rt, call, step.record)
-                break
-            except StoreConflict:  # changed meanwhile: judge it again
-                call = await rt.store.get_call(thread_id, record.tool_call_id)
-    return kept
+                continue
+            cancelled.append((call, cancel_call(record, reason, at=rt.now()).record))
+        try:
+            async with rt.transaction() as tx:
+                for call, record in cancelled:
+                    stage_call(tx, call, record)
+        except StoreConflict:  # a call changed meanwhile: judge them all again
+            continue
+        return kept
 
 
 def action_ref(call: StoredCall, action_id: str, suspend_name: str | None) -> PendingActionRef:
@@ -512,7 +522,9 @@ class _CallDriver:
                 spec,
                 result.name,
                 result.input,
-                action_id=rt.new_id("action"),
+                # Derived from the call, not drawn from new_id: unique in the thread and the
+                # same on every run of a test, whatever order trio runs concurrent calls in.
+                action_id=f"{self.record.tool_call_id}.{len(self.record.episodes) + 1}",
                 at=rt.now(),
             )
         if isinstance(result, ToolFailResult):

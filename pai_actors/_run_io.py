@@ -21,6 +21,7 @@ from ._prepare import resolve_runtime_context
 from ._records import StoredCall
 from ._registration import ClientTool, ToolRegistration, call_callback
 from ._step import StepAccumulator
+from ._store import Transaction
 
 if TYPE_CHECKING:
     from ._run import LiveRun
@@ -32,8 +33,14 @@ _log = logging.getLogger("pai_actors")
 async def write_call(rt: AgentRuntime, call: StoredCall, record: CallRecord) -> StoredCall:
     """Write ``record`` and its tool part in one transaction; return the stored call."""
     async with rt.transaction() as tx:
-        stored = tx.put_call(call.model_copy(update={"record": record}))
-        tx.put_tool_part(call.thread_id, call.message_id, to_part(record))
+        stored = stage_call(tx, call, record)
+    return stored
+
+
+def stage_call(tx: Transaction, call: StoredCall, record: CallRecord) -> StoredCall:
+    """Stage ``record`` and its tool part on ``tx``; return the call as it will be stored."""
+    stored = tx.put_call(call.model_copy(update={"record": record}))
+    tx.put_tool_part(call.thread_id, call.message_id, to_part(record))
     return stored
 
 

@@ -421,9 +421,11 @@ class AgentRuntime:
     async def get_state(self, thread_id: str) -> ThreadState:
         """The thread's messages and runs (:class:`MigrationRequired`: see :meth:`send`)."""
         await self._load(thread_id)
+        messages = await self.store.list_messages(thread_id)
         return ThreadState(
             thread_id=thread_id,
-            messages=tuple(await self.store.list_messages(thread_id)),
+            # A copy: the application may change what it gets, never what the store holds.
+            messages=tuple(message.model_copy(deep=True) for message in messages),
             runs=tuple(run.state for run in await self.store.list_runs(thread_id)),
         )
 

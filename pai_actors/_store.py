@@ -193,8 +193,9 @@ class Transaction:
 class Store(Protocol):
     """Durable storage of threads, messages, runs, tool calls and files.
 
-    Every read returns records decoded from what the store holds: a caller never shares
-    mutable state with the store or with another caller. Lists are oldest first (creation or
+    Reads return immutable records. A backend may share them between callers (the
+    :class:`~pai_actors.MemoryStore` does, to stay cheap), so the JSON values inside them
+    (dicts, lists) are read-only: copy before changing one. Lists are oldest first (creation or
     append order; a replaced message keeps its position).
 
     Concurrency contract (every implementation): each method is one atomic step. ``commit``

@@ -162,6 +162,11 @@ class WatchHub:
                 del self._watchers[watcher.thread_id]
         watcher.send.close()
 
+    @property
+    def watching(self) -> bool:
+        """Whether any thread has a watcher (else updates need not even be made)."""
+        return bool(self._watchers)
+
     def publish(self, updates: Sequence[ThreadUpdate]) -> None:
         for update in updates:
             for watcher in list(self._watchers.get(update.thread_id, ())):
@@ -241,5 +246,5 @@ class PublishingTransaction(Transaction):
         tb: TracebackType | None,
     ) -> None:
         await super().__aexit__(exc_type, exc, tb)
-        if exc_type is None:
+        if exc_type is None and self._hub.watching:
             self._hub.publish(updates_of(self.writes))

@@ -16,8 +16,11 @@ from benchmarks import (
     Record,
     Target,
     ask_round_trip,
+    cancel_run,
     spawn_exit,
     spawn_exit_scoped,
+    tool_calls,
+    tool_calls_vs_pykka,
     tree_size,
     tree_teardown,
     vs_pykka,
@@ -73,8 +76,26 @@ def check_record_json(line: str) -> dict[str, object]:
             "throughput",
             3,
         ),
+        (lambda: tool_calls(3, repeats=2), "tool_calls", "throughput", 3),
+        (
+            lambda: tool_calls_vs_pykka(3, pykka_n=2, repeats=2),
+            "tool_calls_vs_pykka",
+            "throughput",
+            3,
+        ),
+        (lambda: cancel_run(3, repeats=2), "cancel_run", "time", 3),
     ],
-    ids=["spawn_exit", "spawn_exit_scoped", "ask", "teardown", "vs_pykka", "vs_pykka_sequential"],
+    ids=[
+        "spawn_exit",
+        "spawn_exit_scoped",
+        "ask",
+        "teardown",
+        "vs_pykka",
+        "vs_pykka_sequential",
+        "tool_calls",
+        "tool_calls_vs_pykka",
+        "cancel_run",
+    ],
 )
 def test_figure_record_shape(run: Callable[[], Record], figure: str, ratio_of: str, n: int) -> None:
     record = run()
@@ -111,6 +132,9 @@ def test_cli_prints_one_line_per_figure(
         "teardown": lambda: tree_teardown(1, 2, repeats=1),
         "vs_pykka": lambda: vs_pykka(2, pykka_n=1, repeats=1),
         "vs_pykka_sequential": lambda: vs_pykka_sequential(2, pykka_n=1, repeats=1),
+        "tool_calls": lambda: tool_calls(2, repeats=1),
+        "tool_calls_vs_pykka": lambda: tool_calls_vs_pykka(2, pykka_n=1, repeats=1),
+        "cancel_run": lambda: cancel_run(2, repeats=1),
     }
     assert set(tiny) == set(FULL) == set(QUICK)
     for name, figure in tiny.items():
