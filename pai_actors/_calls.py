@@ -310,14 +310,14 @@ def write_data(
 def to_part(record: CallRecord) -> ToolPart:
     """Project a record to the tool part clients see (native state plus pai's sidecars).
 
-    Built without validation (``model_construct``): the record's values are lossless JSON
-    already, and its transitions keep the arms consistent. This runs on every transition of
+    Built without validation (:meth:`WireModel.trusted`): the record's values are lossless
+    JSON already, and its transitions keep the arms consistent. This runs on every transition of
     every call, so it must be cheap; the tests check that every projection validates.
     """
     suspensions = tuple(_episode_view(e) for e in record.episodes)
     pending = next((s for s in suspensions if s.state == "pending"), None)
     cancelled = record.cancelled
-    return ToolPart.model_construct(
+    return ToolPart.trusted(
         type="dynamic-tool" if record.dynamic else f"tool-{record.name}",
         tool_name=record.name,
         tool_call_id=record.tool_call_id,
@@ -329,8 +329,7 @@ def to_part(record: CallRecord) -> ToolPart:
         approval=None,
         data={
             channel: tuple(
-                ToolDataItem.model_construct(id=i.id, value=i.value, updated_at=i.updated_at)
-                for i in items
+                ToolDataItem.trusted(id=i.id, value=i.value, updated_at=i.updated_at) for i in items
             )
             for channel, items in record.data.items()
         },
@@ -338,7 +337,7 @@ def to_part(record: CallRecord) -> ToolPart:
         pending_suspension=pending,
         cancelled=None
         if cancelled is None
-        else CancelledInfo.model_construct(reason=cancelled.reason, at=cancelled.at),
+        else CancelledInfo.trusted(reason=cancelled.reason, at=cancelled.at),
     )
 
 
@@ -346,7 +345,7 @@ def to_part(record: CallRecord) -> ToolPart:
 
 
 def _episode_view(episode: Episode) -> SuspensionView:
-    return SuspensionView.model_construct(
+    return SuspensionView.trusted(
         action_id=episode.action_id,
         name=episode.name,
         input=episode.input,
@@ -441,15 +440,28 @@ def _cancel(record: CallRecord, reason: str | None, at: datetime) -> Step:
         else None
     )
     record = _resolve_pending(record, "cancelled", at)
-    record = replace(record, cancelled=Cancellation(reason or None, at))
-    step = _finish(record, "output-error", None, cancelled_text(reason))
+    cancelled = Cancellation(reason or None, at)
+    step = _finish(record, "output-error", None, cancelled_text(reason), cancelled=cancelled)
     if action_id is None:
         return step
     return Step(step.record, (ActionResolved(action_id, "cancelled"), *step.effects))
 
 
-def _finish(record: CallRecord, state: Finish, output: JsonValue, error_text: str | None) -> Step:
+def _finish(
+    record: CallRecord,
+    state: Finish,
+    output: JsonValue,
+    error_text: str | None,
+    *,
+    cancelled: Cancellation | None = None,
+) -> Step:
     record = replace(
-        record, phase="done", finish=state, output=output, error_text=error_text, input_text=""
+        record,
+        phase="done",
+        finish=state,
+        output=output,
+        error_text=error_text,
+        input_text="",
+        cancelled=cancelled if cancelled is not None else record.cancelled,
     )
     return Step(record, (Finished(state, output, error_text),))

@@ -225,6 +225,47 @@ def _calls_of(thread: _Thread | None) -> list[StoredCall]:
     return [call for _, call in sorted(thread.calls.values(), key=lambda found: found[0])]
 
 
+class _ThreadWork:
+    """A thread as one commit changes it: mutations of its maps, finished once at the end, so
+    a batch of ten thousand writes to one thread builds one new thread, not ten thousand."""
+
+    __slots__ = ("calls", "message_ids", "messages", "parts", "run_ids", "thread")
+
+    def __init__(self, thread: _Thread) -> None:
+        self.thread = thread
+        self.message_ids = thread.message_ids
+        self.messages = thread.messages.mutate()
+        self.run_ids = thread.run_ids
+        self.calls = thread.calls.mutate()
+        # message id -> [message, keys, parts mutation] for messages whose parts are put here
+        self.parts: dict[str, list[Any]] = {}
+
+    def set_message(self, message: Message) -> None:
+        self.parts.pop(message.id, None)  # the whole message replaces parts put before
+        self.messages[message.id] = _StoredMessage.of(message)
+
+    def put_part(self, message_id: str, part: ToolPart) -> None:
+        work = self.parts.get(message_id)
+        if work is None:
+            stored: _StoredMessage = self.messages[message_id]
+            work = self.parts[message_id] = [stored.message, stored.keys, stored.parts.mutate()]
+        if part.tool_call_id not in work[2]:
+            work[1] = (*work[1], part.tool_call_id)
+        work[2][part.tool_call_id] = part
+
+    def finish(self) -> _Thread:
+        for message_id, (message, keys, parts) in self.parts.items():
+            self.messages[message_id] = _StoredMessage(message, keys, parts.finish())
+        return _Thread(
+            self.thread.record,
+            self.thread.number,
+            self.message_ids,
+            self.messages.finish(),
+            self.run_ids,
+            self.calls.finish(),
+        )
+
+
 def _apply(tables: _Tables, writes: Sequence[Write], sequence: Any) -> _Tables:
     """``tables`` with ``writes`` applied, as new tables; ``tables`` itself is untouched.
 
@@ -233,15 +274,35 @@ def _apply(tables: _Tables, writes: Sequence[Write], sequence: Any) -> _Tables:
     threads = tables.threads.mutate()
     runs = tables.runs.mutate()
     files = tables.files.mutate()
+    work: dict[str, _ThreadWork] = {}
 
-    def thread_of(thread_id: str, key: str) -> _Thread:
-        thread = threads.get(thread_id)
-        if thread is None:
-            raise StoreConflict(key, f"its thread {thread_id!r} does not exist; create it first")
-        return thread
+    def thread_of(thread_id: str, key: str) -> _ThreadWork:
+        found = work.get(thread_id)
+        if found is None:
+            thread = threads.get(thread_id)
+            if thread is None:
+                raise StoreConflict(
+                    key, f"its thread {thread_id!r} does not exist; create it first"
+                )
+            found = work[thread_id] = _ThreadWork(thread)
+        return found
 
     for write in writes:
-        if isinstance(write, CreateThread):
+        if isinstance(write, PutCall):  # the most frequent write first
+            call = write.call
+            key = f"call {call.tool_call_id!r}"
+            thread = thread_of(call.thread_id, key)
+            found = thread.calls.get(call.tool_call_id)
+            _check_revision(None if found is None else found[1], call.revision, key)
+            number = next(sequence) if found is None else found[0]
+            thread.calls[call.tool_call_id] = (number, write.stored)
+        elif isinstance(write, PutToolPart):
+            key = f"message {write.message_id!r}"
+            thread = thread_of(write.thread_id, key)
+            if write.message_id not in thread.messages:
+                raise StoreConflict(key, "does not exist; append it before putting parts in it")
+            thread.put_part(write.message_id, write.part)
+        elif isinstance(write, CreateThread):
             record = write.thread
             key = f"thread {record.thread_id!r}"
             if record.thread_id in threads:
@@ -252,30 +313,14 @@ def _apply(tables: _Tables, writes: Sequence[Write], sequence: Any) -> _Tables:
             thread = thread_of(write.thread_id, key)
             if write.message.id in thread.messages:
                 raise StoreConflict(key, "already exists; use replace_message to change it")
-            threads[write.thread_id] = replace(
-                thread,
-                message_ids=(*thread.message_ids, write.message.id),
-                messages=thread.messages.set(write.message.id, _StoredMessage.of(write.message)),
-            )
+            thread.message_ids = (*thread.message_ids, write.message.id)
+            thread.set_message(write.message)
         elif isinstance(write, ReplaceMessage):
             key = f"message {write.message.id!r}"
             thread = thread_of(write.thread_id, key)
             if write.message.id not in thread.messages:
                 raise StoreConflict(key, "does not exist; use append_message to add it")
-            stored = _StoredMessage.of(write.message)
-            threads[write.thread_id] = replace(
-                thread, messages=thread.messages.set(write.message.id, stored)
-            )
-        elif isinstance(write, PutToolPart):
-            key = f"message {write.message_id!r}"
-            thread = thread_of(write.thread_id, key)
-            message = thread.messages.get(write.message_id)
-            if message is None:
-                raise StoreConflict(key, "does not exist; append it before putting parts in it")
-            threads[write.thread_id] = replace(
-                thread,
-                messages=thread.messages.set(write.message_id, message.with_part(write.part)),
-            )
+            thread.set_message(write.message)
         elif isinstance(write, PutRun):
             run = write.run
             key = f"run {run.run_id!r}"
@@ -297,20 +342,9 @@ def _apply(tables: _Tables, writes: Sequence[Write], sequence: Any) -> _Tables:
                             f"{other_id!r} ({other.status}); a thread has one run at a "
                             "time, end that one first",
                         )
-            runs[run.run_id] = run.model_copy(update={"revision": run.revision + 1})
+            runs[run.run_id] = write.stored
             if old_run is None:
-                threads[run.thread_id] = replace(thread, run_ids=(*thread.run_ids, run.run_id))
-        elif isinstance(write, PutCall):
-            call = write.call
-            key = f"call {call.tool_call_id!r}"
-            thread = thread_of(call.thread_id, key)
-            found = thread.calls.get(call.tool_call_id)
-            _check_revision(None if found is None else found[1], call.revision, key)
-            number = next(sequence) if found is None else found[0]
-            stored_call = call.model_copy(update={"revision": call.revision + 1})
-            threads[call.thread_id] = replace(
-                thread, calls=thread.calls.set(call.tool_call_id, (number, stored_call))
-            )
+                thread.run_ids = (*thread.run_ids, run.run_id)
         elif isinstance(write, SaveFile):
             file = write.file
             key = f"file {file.file_id!r}"
@@ -319,6 +353,8 @@ def _apply(tables: _Tables, writes: Sequence[Write], sequence: Any) -> _Tables:
             files[file.file_id] = (file, bytes(write.body))
         else:
             assert_never(write)
+    for thread_id, changed in work.items():
+        threads[thread_id] = changed.finish()
     return _Tables(threads=threads.finish(), runs=runs.finish(), files=files.finish())
 
 

@@ -39,7 +39,7 @@ async def write_call(rt: AgentRuntime, call: StoredCall, record: CallRecord) -> 
 
 def stage_call(tx: Transaction, call: StoredCall, record: CallRecord) -> StoredCall:
     """Stage ``record`` and its tool part on ``tx``; return the call as it will be stored."""
-    stored = tx.put_call(call.model_copy(update={"record": record}))
+    stored = tx.put_call(call, record=record)
     tx.put_tool_part(call.thread_id, call.message_id, to_part(record))
     return stored
 

@@ -39,6 +39,7 @@ from types import TracebackType
 from typing import Protocol, TypeAlias
 
 from ._actions import PendingActionRef
+from ._call_record import CallRecord
 from ._errors import StoreError
 from ._json import JsonValue
 from ._parts import Message, ToolDataItem, ToolPart
@@ -88,16 +89,21 @@ class PutToolPart:
 
 @dataclass(frozen=True, slots=True)
 class PutRun:
-    """Create (``revision == 0``) or update a run, checked by revision."""
+    """Create (``revision == 0``) or update a run, checked by revision: ``run`` as written
+    (its ``revision`` is the one the store must hold), ``stored`` as it is to be stored."""
 
     run: RunRecord
+    stored: RunRecord
 
 
 @dataclass(frozen=True, slots=True)
 class PutCall:
-    """Create (``revision == 0``) or update a stored call, checked by revision."""
+    """Create (``revision == 0``) or update a stored call, checked by revision: ``call`` as
+    written (its ``revision`` is the one the store must hold), ``stored`` as it is to be
+    stored (``revision + 1``)."""
 
     call: StoredCall
+    stored: StoredCall
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,13 +165,19 @@ class Transaction:
 
     def put_run(self, run: RunRecord) -> RunRecord:
         """Stage ``run``; returns it as it will be stored (``revision + 1``)."""
-        self._stage(PutRun(run))
-        return run.model_copy(update={"revision": run.revision + 1})
+        stored = run.model_copy(update={"revision": run.revision + 1})
+        self._stage(PutRun(run, stored))
+        return stored
 
-    def put_call(self, call: StoredCall) -> StoredCall:
-        """Stage ``call``; returns it as it will be stored (``revision + 1``)."""
-        self._stage(PutCall(call))
-        return call.model_copy(update={"revision": call.revision + 1})
+    def put_call(self, call: StoredCall, *, record: CallRecord | None = None) -> StoredCall:
+        """Stage ``call`` (with its record replaced by ``record``, when given: one copy for
+        what would be two); returns it as it will be stored (``revision + 1``)."""
+        update: dict[str, object] = {"revision": call.revision + 1}
+        if record is not None:
+            update["record"] = record
+        stored = call.model_copy(update=update)
+        self._stage(PutCall(call, stored))
+        return stored
 
     def save_file(self, file: UploadedFile, body: bytes) -> UploadedFile:
         if file.size != len(body):

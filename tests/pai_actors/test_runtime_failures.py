@@ -156,7 +156,7 @@ class FailingOnceStore(MemoryStore):
 
     async def commit(self, writes: Any) -> None:
         finishing = any(
-            getattr(getattr(getattr(w, "call", None), "record", None), "finish", None)
+            getattr(getattr(getattr(w, "stored", None), "record", None), "finish", None)
             == "output-available"
             for w in writes
         )
