@@ -24,12 +24,10 @@ FULL: dict[str, Figure] = {
     "teardown": lambda: tree_teardown(4, 10, repeats=3),
     "vs_pykka": lambda: vs_pykka(1_000, pykka_n=1_000, repeats=5),
     "vs_pykka_sequential": lambda: vs_pykka_sequential(10_000, pykka_n=1_000, repeats=3),
-    # The memory store rewrites a run's whole message for every call transition, so these
-    # grow quadratically with the calls in one run: not the 10,000 (see the modules;
-    # beyond ~700 calls, cancel_run also outlasts the run's 10 s cleanup limit).
-    "tool_calls": lambda: tool_calls(500, repeats=3),
-    "tool_calls_vs_pykka": lambda: tool_calls_vs_pykka(500, pykka_n=1_000, repeats=3),
-    "cancel_run": lambda: cancel_run(400, repeats=3),
+    "tool_calls": lambda: tool_calls(10_000, repeats=3),
+    # pykka starts a thread per actor: both sides at 1,000 calls at once.
+    "tool_calls_vs_pykka": lambda: tool_calls_vs_pykka(1_000, pykka_n=1_000, repeats=3),
+    "cancel_run": lambda: cancel_run(10_000, repeats=3),
 }
 QUICK: dict[str, Figure] = {
     "spawn_exit": lambda: spawn_exit(2_000, repeats=3),
@@ -38,9 +36,9 @@ QUICK: dict[str, Figure] = {
     "teardown": lambda: tree_teardown(3, 10, repeats=3),
     "vs_pykka": lambda: vs_pykka(200, pykka_n=200, repeats=3),
     "vs_pykka_sequential": lambda: vs_pykka_sequential(1_000, pykka_n=50, repeats=3),
-    "tool_calls": lambda: tool_calls(100, repeats=3),
-    "tool_calls_vs_pykka": lambda: tool_calls_vs_pykka(100, pykka_n=100, repeats=3),
-    "cancel_run": lambda: cancel_run(150, repeats=3),
+    "tool_calls": lambda: tool_calls(500, repeats=3),
+    "tool_calls_vs_pykka": lambda: tool_calls_vs_pykka(200, pykka_n=200, repeats=3),
+    "cancel_run": lambda: cancel_run(1_000, repeats=3),
 }
 
 

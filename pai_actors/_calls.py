@@ -314,7 +314,7 @@ def to_part(record: CallRecord) -> ToolPart:
     JSON already, and its transitions keep the arms consistent. This runs on every transition of
     every call, so it must be cheap; the tests check that every projection validates.
     """
-    suspensions = tuple(_episode_view(e) for e in record.episodes)
+    suspensions = tuple(episode_view(e) for e in record.episodes)
     pending = next((s for s in suspensions if s.state == "pending"), None)
     cancelled = record.cancelled
     return ToolPart.trusted(
@@ -344,7 +344,8 @@ def to_part(record: CallRecord) -> ToolPart:
 # Helpers.
 
 
-def _episode_view(episode: Episode) -> SuspensionView:
+def episode_view(episode: Episode) -> SuspensionView:
+    """An episode as clients see it (a member of a part's ``suspensions``)."""
     return SuspensionView.trusted(
         action_id=episode.action_id,
         name=episode.name,

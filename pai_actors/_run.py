@@ -35,12 +35,12 @@ from ._calls import (
     Step,
     abandon_call,
     cancel_call,
+    episode_view,
     finish_exception,
     finish_failure,
     finish_output,
     not_offered,
     suspend,
-    to_part,
     write_data,
 )
 from ._context import (
@@ -508,7 +508,7 @@ class _CallDriver:
             signal=self.controller.signal,
             entry=entry,
             data=ToolDataWriter(self._write_data, self._list_data),
-            suspend_history=[view.to_wire() for view in to_part(self.record).suspensions],
+            suspend_history=[episode_view(e).to_wire() for e in self.record.episodes],
         )
         if isinstance(entry, ResumeEntry):  # no checkpoint between this and ``execute``
             self.live.resumes_started.add(entry.action.action_id)
