@@ -34,6 +34,7 @@ from ._context import ToolDataWriter as ToolDataWriter
 from ._context import ToolFailResult as ToolFailResult
 from ._context import ToolSuspendResult as ToolSuspendResult
 from ._context import ToolThread as ToolThread
+from ._context import tool_failure_details as tool_failure_details
 from ._create import create_agent_runtime as create_agent_runtime
 from ._define_tool import define_tool as define_tool
 from ._errors import AgentNotFound as AgentNotFound
@@ -224,6 +225,7 @@ __all__ = [
     "get_tool_name",
     "json_schema",
     "to_json_value",
+    "tool_failure_details",
 ]
 
 

@@ -76,6 +76,22 @@ class ToolFailResult:
     message: str
 
 
+def tool_failure_details(failure: str | ToolFailResult) -> dict[str, str]:
+    """Normalise a tool failure (the sentence ``ctx.fail`` takes, or its result) into the
+    record a client and the model receive: ``{"code": "tool_failed", "message": sentence}``.
+
+    The runtime uses it for every ``ctx.fail``: the part's ``errorText`` is its ``message``,
+    so an application that renders or logs a failure agrees with what the model read.
+    """
+    message = failure.message if isinstance(failure, ToolFailResult) else failure
+    if not isinstance(message, str):
+        raise TypeError(
+            f"a tool failure is a sentence (a str) or what ctx.fail() returned, got "
+            f"{failure!r}; write ctx.fail('What went wrong, and what to do instead.')"
+        )
+    return {"code": "tool_failed", "message": message}
+
+
 class AbortSignal:
     """Whether a call was aborted, and why; made by an :class:`AbortController`.
 

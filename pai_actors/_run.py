@@ -52,6 +52,7 @@ from ._context import (
     ToolFailResult,
     ToolSuspendResult,
     ToolThread,
+    tool_failure_details,
 )
 from ._errors import StoreConflict
 from ._history import model_messages
@@ -528,7 +529,7 @@ class _CallDriver:
                 at=rt.now(),
             )
         if isinstance(result, ToolFailResult):
-            return finish_failure(self.record, result.message)
+            return finish_failure(self.record, tool_failure_details(result)["message"])
         return finish_output(self.record, spec, result)
 
     async def _write_data(

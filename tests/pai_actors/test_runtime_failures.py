@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import pytest
 import trio
 import trio.lowlevel
 from pydantic import BaseModel, BeforeValidator
@@ -15,10 +16,12 @@ from pai_actors import (
     SuspendPoint,
     ToolCallEvent,
     ToolContext,
+    ToolFailResult,
     ToolRegistration,
     ToolThread,
     define_agent,
     define_tool,
+    tool_failure_details,
 )
 from pai_actors.testing import ScriptedModel, create_test_runtime, text, tool_call
 
@@ -328,3 +331,27 @@ async def test_outputs_that_are_not_lossless_json_fail_the_call_and_none_is_null
         assert error_text is not None
         assert error_text.startswith("output"), (name, error_text)
     assert [r.status for r in state.runs] == ["completed"]
+
+
+async def test_ctx_fail_is_the_error_text_verbatim_as_tool_failure_details_normalises_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    sentence = "No job brief 7. List them with searchJobBriefs first."
+
+    def execute(ctx: ToolContext) -> Any:
+        return ctx.fail(sentence)
+
+    tool = define_tool(id="t.refuse.v1", description="Refuse.", input_schema=Query, execute=execute)
+    agent = define_agent(name="a", tools={"refuse": tool})
+    model = ScriptedModel([[tool_call("refuse", {})], text("done")])
+    state = await run_to_idle(agent, model)
+    [part] = parts(state)
+    assert (part.state, part.error_text) == ("output-error", sentence)
+    details = tool_failure_details(sentence)
+    assert details == {"code": "tool_failed", "message": part.error_text}
+    assert tool_failure_details(ToolFailResult(sentence)) == details
+
+
+def test_tool_failure_details_refuses_what_is_not_a_sentence() -> None:
+    with pytest.raises(TypeError, match=r"a tool failure is a sentence .* got 42"):
+        tool_failure_details(42)  # type: ignore[arg-type]
