@@ -100,6 +100,7 @@ from ._records import UploadedFile as UploadedFile
 from ._registration import ClientTool as ClientTool
 from ._registration import ToolRegistration as ToolRegistration
 from ._runtime import AgentRuntime as AgentRuntime
+from ._schema import ToolSchema as ToolSchema
 from ._schema import json_schema as json_schema
 from ._state import RunState as RunState
 from ._state import ThreadState as ThreadState
@@ -208,6 +209,7 @@ __all__ = [
     "ToolPreparationError",
     "ToolRegistration",
     "ToolResultOutput",
+    "ToolSchema",
     "ToolSuspendResult",
     "ToolThread",
     "ToolWireSpec",

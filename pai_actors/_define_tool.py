@@ -12,7 +12,7 @@ from ._capability import Capability
 from ._errors import SchemaError, ToolDefinitionError
 from ._ids import check_id, check_name
 from ._registration import ToolRegistration
-from ._schema import Schema, SchemaMode, compile_schema
+from ._schema import Schema, SchemaMode, ToolSchema, compile_schema
 from ._tool import (
     DescriptionContext,
     SuspendPoint,
@@ -40,8 +40,8 @@ def define_tool(
     *,
     id: str = _REQUIRED,
     description: str | Callable[[DescriptionContext], str] = _REQUIRED,
-    input_schema: Any = _REQUIRED,
-    output_schema: Any = None,
+    input_schema: ToolSchema = _REQUIRED,
+    output_schema: ToolSchema | None = None,
     to_model_output: Callable[..., Any] | None = None,
     context_schema: Any = None,
     suspend: Mapping[str, SuspendPoint] | None = None,

@@ -39,6 +39,13 @@ JSON the tool produces and others read (outputs of executing tools, suspend payl
 data). A raw :func:`json_schema` is the same document in both modes.
 """
 
+ToolSchema: TypeAlias = Any
+"""What a tool's schema arguments accept (API §1): a pydantic ``BaseModel`` subclass, any
+type pydantic's ``TypeAdapter`` accepts (``int``, ``list[Foo]``, ``Literal[...]``,
+``Annotated[...]``, a discriminated union, ...), or :func:`json_schema` ``(schema)`` for a
+raw JSON Schema. Python's type system cannot spell "any type pydantic accepts", so the
+alias is ``Any``; :func:`compile_schema` checks the value and names what is wrong."""
+
 _DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 _repr = reprlib.Repr()
 _repr.maxstring = 60
