@@ -39,6 +39,8 @@ from ._create import create_agent_runtime as create_agent_runtime
 from ._define_tool import define_tool as define_tool
 from ._errors import AgentNotFound as AgentNotFound
 from ._errors import DefinitionError as DefinitionError
+from ._errors import FileNotFound as FileNotFound
+from ._errors import FileTooLarge as FileTooLarge
 from ._errors import InvalidTransition as InvalidTransition
 from ._errors import MigrationRequired as MigrationRequired
 from ._errors import ModelProtocolError as ModelProtocolError
@@ -52,6 +54,7 @@ from ._errors import StoreError as StoreError
 from ._errors import ThreadBusy as ThreadBusy
 from ._errors import ThreadNotFound as ThreadNotFound
 from ._errors import ToolDefinitionError as ToolDefinitionError
+from ._errors import ToolInvocationError as ToolInvocationError
 from ._errors import ToolPreparationError as ToolPreparationError
 from ._errors import ValidationFailed as ValidationFailed
 from ._errors import ValidationIssue as ValidationIssue
@@ -137,6 +140,8 @@ __all__ = [
     "ClientToolRecord",
     "DefinitionError",
     "DescriptionContext",
+    "FileNotFound",
+    "FileTooLarge",
     "Finish",
     "FinishReason",
     "InitialEntry",
@@ -204,6 +209,7 @@ __all__ = [
     "ToolFailResult",
     "ToolInputDelta",
     "ToolInputStart",
+    "ToolInvocationError",
     "ToolPart",
     "ToolPartUpdated",
     "ToolPreparationError",

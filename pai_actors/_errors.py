@@ -19,6 +19,9 @@ Every exception this package raises to the application derives from one root::
     │                            ran out of steps
     ├── InvalidTransition        the runtime sent a tool-call event its state cannot take
     ├── ThreadNotFound           a runtime method named a thread that does not exist
+    ├── FileNotFound             ctx.files.read of a file that is missing, or of another scope
+    ├── FileTooLarge             ctx.files.save of a body over the runtime's size limit
+    ├── ToolInvocationError      a nested child call failed or could not run
     ├── AgentNotFound            a thread names an agent the runtime does not host
     ├── MigrationRequired        a thread holds an unfinished call of a tool that is no
     │                            longer registered
@@ -30,10 +33,6 @@ Every exception this package raises to the application derives from one root::
         └── StoreConflict        a write disagrees with what is stored: a stale revision, a
                                  record created twice, an update of a missing record;
                                  nothing of its transaction was written
-
-Planned for later slices (not defined yet), under the same root: ``ToolInvocationError`` (a
-nested child call failed or could not run) and ``FileNotFound`` (a missing file, or one of
-another scope).
 """
 
 from __future__ import annotations
@@ -221,6 +220,38 @@ class RuntimeClosed(PaiError):
 
     Raised before anything is written; open a new runtime on the store to go on.
     """
+
+
+class FileNotFound(PaiError):
+    """``ctx.files.read(file_id)`` found no file: it is missing, or it belongs to another
+    scope (the two are indistinguishable on purpose). ``file_id`` is the id asked for."""
+
+    def __init__(self, message: str, *, file_id: str) -> None:
+        super().__init__(message)
+        self.file_id = file_id
+
+
+class FileTooLarge(PaiError):
+    """``ctx.files.save`` was given a body over the runtime's limit; nothing was stored.
+    ``size`` is the body's length, ``limit`` the largest accepted (bytes)."""
+
+    def __init__(self, message: str, *, size: int, limit: int) -> None:
+        super().__init__(message)
+        self.size = size
+        self.limit = limit
+
+
+class ToolInvocationError(PaiError):
+    """A nested call (``await ctx.tools.<name>.execute(...)``) did not produce an output:
+    the child is disabled for this invocation, its input or output failed its schema, it
+    failed (``ctx.fail``, an exception: a generic message unless ``map_error`` gives one),
+    it was aborted, or it was called after the parent returned. ``tool`` is the parent's
+    registration name and ``child`` the child's declared name."""
+
+    def __init__(self, message: str, *, tool: str, child: str) -> None:
+        super().__init__(message)
+        self.tool = tool
+        self.child = child
 
 
 class AgentNotFound(PaiError):
