@@ -15,6 +15,8 @@ that ships beside this one), suspends them into pending actions
 Errors derive from :class:`PaiError` (the hierarchy is drawn in ``pai_actors._errors``).
 """
 
+from ._acquire import Capabilities as Capabilities
+from ._acquire import CapabilityRequest as CapabilityRequest
 from ._actions import ActionResult as ActionResult
 from ._actions import PendingActionOrigin as PendingActionOrigin
 from ._actions import PendingActionRef as PendingActionRef
@@ -25,6 +27,8 @@ from ._agent import create_pai as create_pai
 from ._agent import define_agent as define_agent
 from ._capability import Capability as Capability
 from ._capability import capability as capability
+from ._children import BoundTool as BoundTool
+from ._children import ToolCallMap as ToolCallMap
 from ._context import AbortController as AbortController
 from ._context import AbortSignal as AbortSignal
 from ._context import InitialEntry as InitialEntry
@@ -59,6 +63,8 @@ from ._errors import ToolPreparationError as ToolPreparationError
 from ._errors import ValidationFailed as ValidationFailed
 from ._errors import ValidationIssue as ValidationIssue
 from ._errors import WatchOverflow as WatchOverflow
+from ._files import DEFAULT_MAX_FILE_BYTES as DEFAULT_MAX_FILE_BYTES
+from ._files import ScopedFiles as ScopedFiles
 from ._json import MAX_SAFE_INTEGER as MAX_SAFE_INTEGER
 from ._json import JsonValue as JsonValue
 from ._json import to_json_value as to_json_value
@@ -126,6 +132,7 @@ from ._watch import ToolPartUpdated as ToolPartUpdated
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_MAX_FILE_BYTES",
     "MAX_SAFE_INTEGER",
     "AbortController",
     "AbortSignal",
@@ -133,8 +140,11 @@ __all__ = [
     "AgentDefinition",
     "AgentNotFound",
     "AgentRuntime",
+    "BoundTool",
     "CancelledInfo",
+    "Capabilities",
     "Capability",
+    "CapabilityRequest",
     "ChildToolInfo",
     "ClientTool",
     "ClientToolRecord",
@@ -181,6 +191,7 @@ __all__ = [
     "RuntimeConfigError",
     "RuntimeScope",
     "SchemaError",
+    "ScopedFiles",
     "Store",
     "StoreConflict",
     "StoreError",
@@ -199,6 +210,7 @@ __all__ = [
     "ThreadWatch",
     "ToolApproval",
     "ToolCallEvent",
+    "ToolCallMap",
     "ToolConfig",
     "ToolContext",
     "ToolDataItem",

@@ -180,7 +180,10 @@ def check_runtime(
     first: dict[str, tuple[str, ToolDefinition, ToolWireSpec]] = {}
     conflicts: list[str] = []
     needed: dict[str, list[str]] = {}
-    for path, definition in _registered(target):
+    illegal: list[str] = []
+    for path, definition, is_child in _registered(target):
+        if is_child:
+            illegal.extend(_illegal_child(path, definition))
         for ctx_name, token in definition.capabilities.items():
             needed.setdefault(token.id, []).append(f"{path} (as {ctx_name!r})")
         seen = first.get(definition.id)
@@ -195,6 +198,11 @@ def check_runtime(
                 f"tool id {definition.id!r} names two different wire specs: {seen[0]} and "
                 f"{path} differ in {', '.join(differences)}"
             )
+    if illegal:
+        raise RuntimeConfigError(
+            "child tools that a runtime cannot run (define_tool refuses these; was a "
+            "definition changed after it was made?):\n  " + "\n  ".join(illegal)
+        )
     if conflicts:
         raise RuntimeConfigError(
             "\n".join(conflicts)
@@ -217,8 +225,8 @@ def check_runtime(
 def check_supported(target: AgentDefinition | Pai) -> None:
     """Refuse, at runtime creation, what this release accepts in definitions but cannot run.
 
-    Approvals (``needs_approval``), capability facades and nested tool calls are defined and
-    checked, but the runtime does not carry them out yet (issue 4). Running such a tool
+    Approvals (``needs_approval``) and capability facades are defined and checked, but the
+    runtime does not carry them out yet (issue 4). Running such a tool
     anyway would skip an approval or fail inside ``execute``, so it is refused here, loudly.
     """
     problems: list[str] = []
@@ -235,8 +243,6 @@ def check_supported(target: AgentDefinition | Pai) -> None:
                 problems.append(
                     f"{path} declares capabilities (ctx.capabilities is not supported yet)"
                 )
-            if registration.tool.tools:
-                problems.append(f"{path} declares child tools (ctx.tools is not supported yet)")
     if problems:
         raise RuntimeConfigError(
             "this release cannot run these registrations yet; remove the option or run the "
@@ -244,8 +250,10 @@ def check_supported(target: AgentDefinition | Pai) -> None:
         )
 
 
-def _registered(target: AgentDefinition | Pai) -> Iterator[tuple[str, ToolDefinition]]:
-    """Every registered definition with its registration path, children included."""
+def _registered(
+    target: AgentDefinition | Pai,
+) -> Iterator[tuple[str, ToolDefinition, bool]]:
+    """Every registered definition with its registration path and whether it is a child."""
     if isinstance(target, Pai):
         agents = [(f"agents[{agent_id!r}].", agent) for agent_id, agent in target.agents.items()]
     elif isinstance(target, AgentDefinition):
@@ -258,9 +266,23 @@ def _registered(target: AgentDefinition | Pai) -> Iterator[tuple[str, ToolDefini
     for prefix, agent in agents:
         for name, registration in agent.tools.items():
             path = f"{prefix}tools[{name!r}]"
-            yield path, registration.tool
+            yield path, registration.tool, False
             for child_name, child in registration.tool.tools.items():
-                yield f"{path}.tools[{child_name!r}]", as_registration(child).tool
+                yield f"{path}.tools[{child_name!r}]", as_registration(child).tool, True
+
+
+def _illegal_child(path: str, definition: ToolDefinition) -> list[str]:
+    """What makes a child definition one the runtime cannot run (API §2)."""
+    problems = []
+    if not definition.has_execute:
+        problems.append(f"{path} has no execute (children run in the backend)")
+    if definition.config.suspend:
+        problems.append(f"{path} declares suspend points (children cannot suspend)")
+    if definition.config.data_schemas:
+        problems.append(f"{path} declares data_schemas (children write no tool data)")
+    if definition.tools:
+        problems.append(f"{path} declares child tools (tools nest one level only)")
+    return problems
 
 
 def _bindings(capabilities: Mapping[Capability | str, Any] | None) -> dict[str, Any]:

@@ -11,8 +11,9 @@ synchronous and idempotent (the first reason wins), and every waiter of ``wait``
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal
 
 import trio
@@ -102,6 +103,15 @@ class AbortSignal:
     def __init__(self) -> None:
         self._event = trio.Event()
         self._reason: str | None = None
+        self._followers: list[AbortController] = []
+
+    def _follow(self, controller: AbortController) -> None:
+        """Abort ``controller`` (with this signal's reason) when this signal is aborted, at
+        once if it already is: a child call's signal follows its parent's."""
+        if self.aborted:
+            controller.abort(self._reason)
+        else:
+            self._followers.append(controller)
 
     @property
     def aborted(self) -> bool:
@@ -130,6 +140,9 @@ class AbortController:
         if not signal.aborted:
             signal._reason = reason
             signal._event.set()
+            followers, signal._followers = signal._followers, []
+            for follower in followers:
+                follower.abort(reason)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -155,7 +168,12 @@ class ToolDataWriter:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ToolContext:
-    """What ``execute(ctx)`` receives (API §3): input, context, where it runs, how it began."""
+    """What ``execute(ctx)`` receives (API §3): input, context, where it runs, how it began.
+
+    ``tools`` is the :class:`ToolCallMap` of the tool's declared children (empty when it
+    declares none); ``capabilities`` the acquired facades (``None`` when it declares none);
+    ``files`` its :class:`ScopedFiles`.
+    """
 
     input: Any
     context: Any
@@ -165,6 +183,9 @@ class ToolContext:
     entry: InitialEntry | ResumeEntry
     data: ToolDataWriter
     suspend_history: list[dict[str, JsonValue]] = field(default_factory=list)
+    tools: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    capabilities: Any = None
+    files: Any = None
 
     def suspend(self, name: str, input: Any) -> ToolSuspendResult:
         """Return this from ``execute`` to wait at suspend point ``name`` showing ``input``."""

@@ -148,6 +148,23 @@ async def resolve_children(
     }
 
 
+async def describe_children(
+    name: str,
+    registration: ToolRegistration,
+    *,
+    context: Any,
+    states: Mapping[str, bool],
+    identity: Any = None,
+    client_data: Any = None,
+) -> dict[str, ChildToolInfo]:
+    """The :class:`ChildToolInfo` of each enabled child (``states``) of the parent registered
+    as ``name`` whose context is ``context``: its description resolved (a callback one with
+    the child's mapped context), its input and output JSON Schemas. A failing callback
+    raises :class:`ToolPreparationError`."""
+    resolver = _Resolver(identity=identity, client_data=client_data)
+    return await resolver.describe_children(registration, context, states, name)
+
+
 @dataclass(frozen=True, slots=True)
 class _Where:
     tool: str

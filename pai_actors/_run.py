@@ -21,7 +21,7 @@ are done, or marks itself ``waiting`` when none is running.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import trio
@@ -43,6 +43,7 @@ from ._calls import (
     suspend,
     write_data,
 )
+from ._children import ChildCalls, child_registrations
 from ._context import (
     AbortController,
     InitialEntry,
@@ -58,9 +59,14 @@ from ._errors import StoreConflict
 from ._history import model_messages
 from ._model import Model, ModelRequest
 from ._parts import ToolDataItem
-from ._prepare import prepare_tools, resolve_runtime_context
+from ._prepare import (
+    describe_children,
+    prepare_tools,
+    resolve_children,
+    resolve_runtime_context,
+)
 from ._records import RunRecord, StoredCall, ThreadRecord
-from ._registration import ClientTool, call_callback
+from ._registration import ClientTool, ToolRegistration, call_callback
 from ._run_io import (
     needs_observing,
     observe_output,
@@ -511,12 +517,77 @@ class _CallDriver:
             data=ToolDataWriter(self._write_data, self._list_data),
             suspend_history=[episode_view(e).to_wire() for e in self.record.episodes],
         )
+        if registration.tool.tools:
+            return await self._execute_with_children(registration, ctx, entry, spec)
         if isinstance(entry, ResumeEntry):  # no checkpoint between this and ``execute``
             self.live.resumes_started.add(entry.action.action_id)
         try:
             result = await call_callback(registration.tool.execute, ctx)
         except Exception as exc:
             return finish_exception(self.record, await rt.error_text(exc, thread))
+        return self._outcome(result, spec)
+
+    async def _execute_with_children(
+        self,
+        registration: ToolRegistration,
+        ctx: ToolContext,
+        entry: InitialEntry | ResumeEntry,
+        spec: CallSpec,
+    ) -> Step:
+        """``execute`` of a tool with children: each child's registration resolved once
+        first (a failure: the parent never starts), the children run as actors under a
+        supervisor that lives as long as this invocation (see ``_children``)."""
+        live = self.live
+        name = self.record.name
+        children = child_registrations(registration.tool.tools)
+        states = await resolve_children(
+            name,
+            registration,
+            context=ctx.context,
+            identity=live.identity,
+            client_data=live.client_data,
+        )
+        infos = await describe_children(
+            name,
+            registration,
+            context=ctx.context,
+            states=states,
+            identity=live.identity,
+            client_data=live.client_data,
+        )
+        async with open_supervisor(name="children") as supervisor:
+            calls = ChildCalls(
+                self.rt,
+                live,
+                ctx.thread,
+                parent_context=ctx.context,
+                registrations=children,
+                enabled=states,
+                infos=infos,
+                supervisor=supervisor,
+                parent_signal=ctx.signal,
+            )
+            if isinstance(entry, ResumeEntry):  # no checkpoint between this and ``execute``
+                live.resumes_started.add(entry.action.action_id)
+            try:
+                assert registration.tool.execute is not None
+                result = await call_callback(
+                    registration.tool.execute, replace(ctx, tools=calls.map)
+                )
+            except Exception as exc:
+                result = exc
+            finally:
+                calls.close()
+                supervisor.cancel("the parent call returned")  # children it did not await
+        if calls.fatal is not None:  # a child's lifecycle hook failed: fatal to the parent
+            result = calls.fatal
+        if isinstance(result, Exception):
+            return finish_exception(self.record, await self.rt.error_text(result, ctx.thread))
+        return self._outcome(result, spec)
+
+    def _outcome(self, result: Any, spec: CallSpec) -> Step:
+        """The step for what ``execute`` returned: a suspension, a failure or an output."""
+        rt = self.rt
         if isinstance(result, ToolSuspendResult):
             return suspend(
                 self.record,

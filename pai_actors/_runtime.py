@@ -217,23 +217,30 @@ class AgentRuntime:
             client_tools=client_tools,
         )
 
+    async def mapped_error_text(self, exc: Exception, call: ToolThread) -> str | None:
+        """``map_error``'s text for ``exc`` (sync or async), or ``None`` when there is no
+        ``map_error``, it raised, or it returned something other than a ``str``."""
+        if self._map_error is None:
+            return None
+        try:
+            text = await call_callback(self._map_error, exc, call)
+        except Exception:  # a failing map_error must not hide the tool's error
+            _log.exception("map_error raised for call %r", call.tool_call_id)
+            return None
+        if isinstance(text, str):
+            return text
+        _log.error(
+            "map_error returned %r for call %r, not a str; using the default text",
+            text,
+            call.tool_call_id,
+        )
+        return None
+
     async def error_text(self, exc: Exception, call: ToolThread) -> str:
         """The ``errorText`` of ``exc``: ``map_error``'s (sync or async) when it returns a
         string, else the exception's message (or its type's name)."""
-        if self._map_error is not None:
-            try:
-                text = await call_callback(self._map_error, exc, call)
-            except Exception:  # a failing map_error must not hide the tool's error
-                _log.exception("map_error raised for call %r", call.tool_call_id)
-            else:
-                if isinstance(text, str):
-                    return text
-                _log.error(
-                    "map_error returned %r for call %r, not a str; using the exception's message",
-                    text,
-                    call.tool_call_id,
-                )
-        return str(exc) or type(exc).__name__
+        text = await self.mapped_error_text(exc, call)
+        return text if text is not None else (str(exc) or type(exc).__name__)
 
     def _start(self, live: LiveRun) -> None:
         assert self._root is not None, "use the runtime inside `async with`"
