@@ -225,8 +225,8 @@ def check_runtime(
 def check_supported(target: AgentDefinition | Pai) -> None:
     """Refuse, at runtime creation, what this release accepts in definitions but cannot run.
 
-    Approvals (``needs_approval``) and capability facades are defined and checked, but the
-    runtime does not carry them out yet (issue 4). Running such a tool
+    Approvals (``needs_approval``) are defined and checked, but the runtime does not carry
+    them out yet. Running such a tool
     anyway would skip an approval or fail inside ``execute``, so it is refused here, loudly.
     """
     problems: list[str] = []
@@ -239,10 +239,6 @@ def check_supported(target: AgentDefinition | Pai) -> None:
             path = f"{prefix}tools[{name!r}]"
             if registration.needs_approval is not False:
                 problems.append(f"{path} sets needs_approval (approvals are not supported yet)")
-            if registration.tool.capabilities:
-                problems.append(
-                    f"{path} declares capabilities (ctx.capabilities is not supported yet)"
-                )
     if problems:
         raise RuntimeConfigError(
             "this release cannot run these registrations yet; remove the option or run the "

@@ -211,7 +211,7 @@ class ChildCalls:
                 )
                 execute = registration.tool.execute
                 assert execute is not None  # children have execute (checked at definition)
-                if self.acquire is None:
+                if self.acquire is None or not registration.tool.capabilities:
                     result.append(await call_callback(execute, ctx))
                 else:
                     async with self.acquire(registration, thread) as capabilities:

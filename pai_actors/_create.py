@@ -11,6 +11,7 @@ from typing import Any
 from ._agent import AgentDefinition, Pai, check_runtime, check_supported
 from ._clock import Clock, wall_clock
 from ._errors import PaiError
+from ._files import DEFAULT_MAX_FILE_BYTES
 from ._memory_store import MemoryStore
 from ._model import Model
 from ._runtime import AgentRuntime, MapError
@@ -38,6 +39,7 @@ def create_agent_runtime(
     model: Model | None = None,
     new_id: Callable[[str], str] = uuid_ids,
     clock: Clock = wall_clock,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
 ) -> AgentRuntime:
     """Create the runtime for an agent, or for every agent of a :class:`Pai`.
 
@@ -47,10 +49,13 @@ def create_agent_runtime(
     agent under its name. ``store`` defaults to a new :class:`MemoryStore`; ``model``
     replaces every agent's own model; ``map_error(exc, call)`` turns an exception of
     ``execute`` into its ``errorText``; ``new_id(prefix)`` makes the ids; ``clock()`` gives
-    every recorded timestamp (timezone-aware). Misconfiguration raises
+    every recorded timestamp (timezone-aware); ``capabilities`` binds each capability token
+    (or its id) to a callable receiving a :class:`CapabilityRequest` and returning an async
+    context manager whose value is the facade; ``max_file_bytes`` bounds a file a tool
+    saves (``ctx.files``). Misconfiguration raises
     :class:`RuntimeConfigError` (or :class:`PaiError`) here, before anything runs.
     """
-    check_runtime(agent_or_pai, capabilities=capabilities)
+    bindings = check_runtime(agent_or_pai, capabilities=capabilities)
     check_supported(agent_or_pai)
     if isinstance(agent_or_pai, Pai):
         if not agent_or_pai.agents:
@@ -74,4 +79,6 @@ def create_agent_runtime(
         map_error=map_error,
         new_id=new_id,
         clock=clock,
+        bindings=bindings,
+        max_file_bytes=max_file_bytes,
     )

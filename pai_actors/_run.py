@@ -56,6 +56,7 @@ from ._context import (
     tool_failure_details,
 )
 from ._errors import StoreConflict
+from ._files import ScopedFiles
 from ._history import model_messages
 from ._model import Model, ModelRequest
 from ._parts import ToolDataItem
@@ -163,6 +164,7 @@ class LiveRun:
     context_resolved: bool = False
     ref: Any = None  # ActorRef[RunMessage], set right after spawn
     calls: Supervisor | None = None
+    scoped_files: ScopedFiles | None = None
     done: trio.Event = field(default_factory=trio.Event)
 
     @property
@@ -172,6 +174,22 @@ class LiveRun:
     @property
     def thread_id(self) -> str:
         return self.thread.thread_id
+
+    def files(self, rt: AgentRuntime) -> ScopedFiles:
+        """The run's :class:`ScopedFiles` (the thread's scope, creator and id), made once."""
+        if self.scoped_files is None:
+            thread = self.thread
+            self.scoped_files = ScopedFiles(
+                store=rt.store,
+                transaction=rt.transaction,
+                scope_key=thread.scope_key,
+                user_key=thread.user_key,
+                thread_id=thread.thread_id,
+                new_id=rt.new_id,
+                clock=rt.now,
+                max_bytes=rt.max_file_bytes,
+            )
+        return self.scoped_files
 
     def wake(self) -> None:
         try:
@@ -516,16 +534,28 @@ class _CallDriver:
             entry=entry,
             data=ToolDataWriter(self._write_data, self._list_data),
             suspend_history=[episode_view(e).to_wire() for e in self.record.episodes],
+            files=self.live.files(rt),
         )
         if registration.tool.tools:
             return await self._execute_with_children(registration, ctx, entry, spec)
         if isinstance(entry, ResumeEntry):  # no checkpoint between this and ``execute``
             self.live.resumes_started.add(entry.action.action_id)
         try:
-            result = await call_callback(registration.tool.execute, ctx)
+            result = await self._call_execute(registration, ctx)
         except Exception as exc:
             return finish_exception(self.record, await rt.error_text(exc, thread))
         return self._outcome(result, spec)
+
+    async def _call_execute(self, registration: ToolRegistration, ctx: ToolContext) -> Any:
+        """``execute(ctx)``, inside the tool's capability facades when it declares any
+        (acquired before, released after, also on failure and cancellation)."""
+        execute = registration.tool.execute
+        assert execute is not None
+        declared = registration.tool.capabilities
+        if not declared:
+            return await call_callback(execute, ctx)
+        async with self.rt.acquire(declared, self.live, ctx.thread) as capabilities:
+            return await call_callback(execute, replace(ctx, capabilities=capabilities))
 
     async def _execute_with_children(
         self,
@@ -566,14 +596,14 @@ class _CallDriver:
                 infos=infos,
                 supervisor=supervisor,
                 parent_signal=ctx.signal,
+                acquire=lambda child, thread: self.rt.acquire(
+                    child.tool.capabilities, live, thread
+                ),
             )
             if isinstance(entry, ResumeEntry):  # no checkpoint between this and ``execute``
                 live.resumes_started.add(entry.action.action_id)
             try:
-                assert registration.tool.execute is not None
-                result = await call_callback(
-                    registration.tool.execute, replace(ctx, tools=calls.map)
-                )
+                result = await self._call_execute(registration, replace(ctx, tools=calls.map))
             except Exception as exc:
                 result = exc
             finally:

@@ -38,10 +38,12 @@ import trio
 
 from supervisors import Supervisor, open_supervisor
 
+from ._acquire import Binding, Capabilities, acquire_capabilities
 from ._actions import ActionResult, PendingActionRef
 from ._agent import AgentDefinition
 from ._call_record import CallSpec
 from ._calls import cancel_action, fail_action, submit
+from ._capability import Capability
 from ._clock import Clock
 from ._context import ToolThread
 from ._errors import (
@@ -52,6 +54,7 @@ from ._errors import (
     ThreadBusy,
     ThreadNotFound,
 )
+from ._files import DEFAULT_MAX_FILE_BYTES
 from ._json import to_json_value
 from ._loading import MessageIndex, check_migration, index_calls, pending_action_for
 from ._model import Model
@@ -99,8 +102,12 @@ class AgentRuntime:
         map_error: MapError | None,
         new_id: Callable[[str], str],
         clock: Clock,
+        bindings: Mapping[str, Binding] | None = None,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     ) -> None:
         self.agents = agents
+        self.bindings: Mapping[str, Binding] = dict(bindings or {})
+        self.max_file_bytes = max_file_bytes
         self.default_agent_id = next(iter(agents))
         self.models = models
         self.store = store
@@ -188,6 +195,20 @@ class AgentRuntime:
             return CallSpec.external(None if client_tool is None else client_tool.schema)
         registration = agent.tools.get(record.name)
         return None if registration is None else CallSpec.for_tool(registration.tool)
+
+    def acquire(
+        self, declared: Mapping[str, Capability], live: LiveRun, call: ToolThread
+    ) -> AbstractAsyncContextManager[Capabilities]:
+        """Acquire the facades ``declared`` for ``call`` (see ``_acquire``)."""
+        return acquire_capabilities(
+            declared,
+            self.bindings,
+            scope_key=live.thread.scope_key,
+            thread_id=call.thread_id,
+            run_id=call.run_id,
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+        )
 
     def live_run(self, run_id: str) -> LiveRun | None:
         """The run's in-memory handle, while its actor is alive."""

@@ -41,6 +41,7 @@ from ._clock import Clock
 from ._clock import trio_clock as trio_clock
 from ._create import counter_ids, create_agent_runtime
 from ._errors import ScriptedModelError as ScriptedModelError
+from ._files import DEFAULT_MAX_FILE_BYTES
 from ._memory_store import MemoryBacking, MemoryStore
 from ._model import Model
 from ._runtime import AgentRuntime, MapError
@@ -62,6 +63,7 @@ def create_test_runtime(
     capabilities: Any = None,
     map_error: MapError | None = None,
     clock: Clock | None = None,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
 ) -> AgentRuntime:
     """An :class:`~pai_actors.AgentRuntime` for tests: ``model`` (usually a
     :class:`ScriptedModel`) instead of the agent's, a new :class:`~pai_actors.MemoryStore`
@@ -87,6 +89,7 @@ def create_test_runtime(
         model=model,
         new_id=ids,
         clock=trio_clock() if clock is None else clock,
+        max_file_bytes=max_file_bytes,
     )
 
 

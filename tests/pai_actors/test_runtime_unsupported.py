@@ -11,7 +11,6 @@ from pydantic import BaseModel
 from pai_actors import (
     RuntimeConfigError,
     ToolRegistration,
-    capability,
     define_agent,
     define_tool,
 )
@@ -38,10 +37,3 @@ def test_needs_approval_is_refused_rather_than_skipped() -> None:
     agent = define_agent(name="a", tools={"send": ToolRegistration(plain(), needs_approval=True)})
     with pytest.raises(RuntimeConfigError, match=r"tools\['send'\] sets needs_approval"):
         create_test_runtime(agent, model=ScriptedModel([text("hi")]))
-
-
-def test_capabilities_are_refused_until_they_run() -> None:
-    box = capability("test.box")
-    agent = define_agent(name="a", tools={"boxed": plain(capabilities={"box": box})})
-    with pytest.raises(RuntimeConfigError, match=r"tools\['boxed'\] declares capabilities"):
-        create_test_runtime(agent, model=ScriptedModel([text("hi")]), capabilities={box: binding})
