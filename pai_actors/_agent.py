@@ -222,30 +222,6 @@ def check_runtime(
     return bindings
 
 
-def check_supported(target: AgentDefinition | Pai) -> None:
-    """Refuse, at runtime creation, what this release accepts in definitions but cannot run.
-
-    Approvals (``needs_approval``) are defined and checked, but the runtime does not carry
-    them out yet. Running such a tool
-    anyway would skip an approval or fail inside ``execute``, so it is refused here, loudly.
-    """
-    problems: list[str] = []
-    if isinstance(target, Pai):
-        agents = [(f"agents[{agent_id!r}].", agent) for agent_id, agent in target.agents.items()]
-    else:
-        agents = [(f"agent {target.name!r}: ", target)]
-    for prefix, agent in agents:
-        for name, registration in agent.tools.items():
-            path = f"{prefix}tools[{name!r}]"
-            if registration.needs_approval is not False:
-                problems.append(f"{path} sets needs_approval (approvals are not supported yet)")
-    if problems:
-        raise RuntimeConfigError(
-            "this release cannot run these registrations yet; remove the option or run the "
-            "tool without it:\n  " + "\n  ".join(problems)
-        )
-
-
 def _registered(
     target: AgentDefinition | Pai,
 ) -> Iterator[tuple[str, ToolDefinition, bool]]:

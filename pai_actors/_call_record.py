@@ -15,12 +15,15 @@ from ._json import JsonValue
 from ._schema import Schema
 from ._tool import ToolDefinition, frozen_mapping
 
-Phase: TypeAlias = Literal["streaming", "executing", "suspended", "awaiting_output", "done"]
-"""Where a call is: its input streams in; ``execute`` runs; it waits at a suspend point; it
-waits for a client's output (no ``execute``); it is finished."""
+Phase: TypeAlias = Literal[
+    "streaming", "awaiting_approval", "executing", "suspended", "awaiting_output", "done"
+]
+"""Where a call is: its input streams in; it waits for the user's approval (a registration
+with ``needs_approval``); ``execute`` runs; it waits at a suspend point; it waits for a
+client's output (no ``execute``); it is finished."""
 
 EpisodeState: TypeAlias = Literal["pending", "submitted", "cancelled", "failed"]
-Finish: TypeAlias = Literal["output-available", "output-error"]
+Finish: TypeAlias = Literal["output-available", "output-error", "output-denied"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +65,20 @@ class Episode:
 
 
 @dataclass(frozen=True, slots=True)
+class Approval:
+    """The approval a call asked for (the AI SDK's approval flow): pending until the user
+    responds, once. ``state`` is ``"submitted"`` once responded (``approved`` and an
+    optional ``reason``), or ``"cancelled"`` / ``"failed"`` when the action was."""
+
+    id: str
+    requested_at: datetime
+    state: EpisodeState = "pending"
+    approved: bool | None = None
+    reason: str | None = None
+    resolved_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class DataItem:
     """One durable tool-data item (transient items never reach the record)."""
 
@@ -87,7 +104,8 @@ class CallRecord:
     ``input_text``); ``raw_input`` holds a registered tool's input that failed its schema.
     ``output`` / ``error_text`` hold the outcome once ``phase == "done"``. ``output_action``
     is the state of the implicit output action of a tool without ``execute`` (``None`` when
-    there is none). ``observed`` records that the registration's ``on_output`` ran for the
+    there is none). ``approval`` is the approval it asked for (``None``: none was needed).
+    ``observed`` records that the registration's ``on_output`` ran for the
     output (the runtime sets it; a call whose registration has no ``on_output`` keeps
     ``False``). ``version`` is the version of this stored shape.
     """
@@ -104,20 +122,43 @@ class CallRecord:
     error_text: str | None = None
     episodes: tuple[Episode, ...] = ()
     output_action: EpisodeState | None = None
+    approval: Approval | None = None
     cancelled: Cancellation | None = None
     data: Mapping[str, tuple[DataItem, ...]] = field(default_factory=lambda: frozen_mapping(None))
     observed: bool = False
     version: int = 1
 
     @property
-    def state(self) -> Literal["input-streaming", "input-available", Finish]:
+    def state(
+        self,
+    ) -> Literal[
+        "input-streaming", "input-available", "approval-requested", "approval-responded", Finish
+    ]:
         """The native AI SDK state this record projects to."""
         if self.phase == "streaming":
             return "input-streaming"
         if self.phase == "done":
             assert self.finish is not None
             return self.finish
+        if self.phase == "awaiting_approval":
+            return "approval-requested"
+        if self.approval is not None:  # approved: executing (or suspended) after it
+            return "approval-responded"
         return "input-available"
+
+    @property
+    def resume_action_id(self) -> str | None:
+        """The action whose accepted submission the call goes on from while ``executing``:
+        its latest submitted episode, or its approval when it has no episode yet."""
+        if self.phase != "executing":
+            return None
+        if self.episodes:
+            last = self.episodes[-1]
+            return last.action_id if last.state == "submitted" else None
+        approval = self.approval
+        if approval is not None and approval.state == "submitted" and approval.approved:
+            return approval.id
+        return None
 
     @property
     def pending_episode(self) -> Episode | None:

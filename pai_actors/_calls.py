@@ -29,6 +29,7 @@ from ._actions import ActionResult
 from ._call_record import (
     ActionOpened,
     ActionResolved,
+    Approval,
     CallRecord,
     CallSpec,
     Cancellation,
@@ -45,8 +46,8 @@ from ._call_record import (
 )
 from ._errors import InvalidTransition, OutputNotJSON, ValidationFailed
 from ._json import JsonValue, to_json_value
-from ._parts import CancelledInfo, SuspensionView, ToolDataItem, ToolPart
-from ._schema import Schema
+from ._parts import CancelledInfo, SuspensionView, ToolApproval, ToolDataItem, ToolPart
+from ._schema import Schema, json_schema
 from ._tool import frozen_mapping
 
 CANCELLED_TEXT = "The tool call was cancelled."
@@ -159,6 +160,50 @@ def abandon_call(record: CallRecord, error_text: str, *, at: datetime) -> Step:
     return _finish(_resolve_pending(record, "failed", at), "output-error", None, error_text)
 
 
+APPROVAL_RESPONSE: Schema = json_schema(
+    {
+        "type": "object",
+        "properties": {
+            "approved": {"type": "boolean"},
+            "reason": {"type": ["string", "null"]},
+        },
+        "required": ["approved"],
+        "additionalProperties": False,
+    }
+)
+"""What an approval accepts: ``{"approved": bool, "reason": str | None}``."""
+
+
+def request_approval(record: CallRecord, *, approval_id: str, at: datetime) -> Step:
+    """The registration needs the user's approval before this call runs: it waits
+    (``approval-requested``) at a pending action whose input is the call's input."""
+    _expect(record, "an approval request", "executing")
+    _aware(at)
+    if record.episodes or record.approval is not None:
+        raise InvalidTransition(f"call {record.tool_call_id!r} already started; approve before")
+    approval = Approval(id=approval_id, requested_at=at)
+    record = replace(record, phase="awaiting_approval", approval=approval)
+    return Step(record, (ActionOpened(approval_id, record.action_name(None), None, record.input),))
+
+
+def _respond(record: CallRecord, approval: Approval, payload: object, at: datetime) -> Submission:
+    try:
+        response = APPROVAL_RESPONSE.parse(to_json_value(payload, what="approval"), what="approval")
+    except (OutputNotJSON, ValidationFailed) as exc:
+        return Submission(record, ActionResult.rejected(str(exc)), ())
+    assert isinstance(response, dict)
+    approved, reason = bool(response["approved"]), response.get("reason")
+    responded = replace(
+        approval, state="submitted", approved=approved, reason=reason, resolved_at=at
+    )
+    resolved = ActionResolved(approval.id, "submitted")
+    if approved:
+        record = replace(record, phase="executing", approval=responded)
+        return Submission(record, ActionResult.accepted(), (resolved,))
+    step = _finish(replace(record, approval=responded), "output-denied", None, None)
+    return Submission(step.record, ActionResult.accepted(), (resolved, *step.effects))
+
+
 def cancel_call(record: CallRecord, reason: str | None, *, at: datetime) -> Step:
     """The run, request or runtime was cancelled: end the call as cancelled.
 
@@ -223,6 +268,8 @@ def submit(
     found = _find(record, action_id)
     if isinstance(found, ActionResult):
         return Submission(record, found, ())
+    if isinstance(found, Approval):
+        return _respond(record, found, payload, at)
     if found is None:  # the output action
         try:
             output = _output_json(spec.output, to_json_value(payload, what="output"))
@@ -326,7 +373,11 @@ def to_part(record: CallRecord) -> ToolPart:
         raw_input=record.raw_input,
         output=record.output,
         error_text=record.error_text,
-        approval=None,
+        approval=None
+        if record.approval is None
+        else ToolApproval.trusted(
+            id=record.approval.id, approved=record.approval.approved, reason=record.approval.reason
+        ),
         data={
             channel: tuple(
                 ToolDataItem.trusted(id=i.id, value=i.value, updated_at=i.updated_at) for i in items
@@ -383,9 +434,14 @@ def _output_json(schema: Schema | None, value: object, *, what: str = "output") 
     return schema.dump(schema.parse(value, what=what), what=what)
 
 
-def _find(record: CallRecord, action_id: str) -> Episode | ActionResult | None:
-    """The pending episode ``action_id`` names, ``None`` for the pending output action, or
-    the rejection to answer with."""
+def _find(record: CallRecord, action_id: str) -> Episode | Approval | ActionResult | None:
+    """The pending episode or approval ``action_id`` names, ``None`` for the pending output
+    action, or the rejection to answer with."""
+    approval = record.approval
+    if approval is not None and action_id == approval.id:
+        if approval.state == "pending":
+            return approval
+        return _already_resolved(action_id, approval.state)
     if record.output_action is not None and action_id == record.tool_call_id:
         if record.output_action == "pending":
             return None
@@ -422,10 +478,13 @@ def _resolve_episode(
 
 
 def _resolve_pending(record: CallRecord, state: EpisodeState, at: datetime) -> CallRecord:
-    """Resolve whatever is pending (a suspension or the output action) as ``state``."""
+    """Resolve whatever is pending (a suspension, the approval or the output action) as
+    ``state``."""
     pending = record.pending_episode
     if pending is not None:
         record = _resolve_episode(record, pending, state, at, phase=record.phase)
+    if record.approval is not None and record.approval.state == "pending":
+        record = replace(record, approval=replace(record.approval, state=state, resolved_at=at))
     if record.output_action == "pending":
         record = replace(record, output_action=state)
     return record
@@ -433,9 +492,12 @@ def _resolve_pending(record: CallRecord, state: EpisodeState, at: datetime) -> C
 
 def _cancel(record: CallRecord, reason: str | None, at: datetime) -> Step:
     pending = record.pending_episode
+    approval = record.approval
     action_id = (
         pending.action_id
         if pending is not None
+        else approval.id
+        if approval is not None and approval.state == "pending"
         else record.tool_call_id
         if record.output_action == "pending"
         else None

@@ -39,6 +39,7 @@ import trio
 
 from supervisors import Supervisor
 
+from ._acquire import Capabilities
 from ._context import (
     AbortController,
     AbortSignal,
@@ -208,6 +209,8 @@ class ChildCalls:
                     signal=controller.signal,
                     entry=InitialEntry(),
                     data=ToolDataWriter(_no_data(child), _no_list(child)),
+                    capabilities=Capabilities(),
+                    files=self.live.files(self.rt),
                 )
                 execute = registration.tool.execute
                 assert execute is not None  # children have execute (checked at definition)

@@ -171,7 +171,7 @@ class ToolContext:
     """What ``execute(ctx)`` receives (API §3): input, context, where it runs, how it began.
 
     ``tools`` is the :class:`ToolCallMap` of the tool's declared children (empty when it
-    declares none); ``capabilities`` the acquired facades (``None`` when it declares none);
+    declares none); ``capabilities`` the acquired facades (empty when it declares none);
     ``files`` its :class:`ScopedFiles`.
     """
 

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ._agent import AgentDefinition, Pai, check_runtime, check_supported
+from ._agent import AgentDefinition, Pai, check_runtime
 from ._clock import Clock, wall_clock
 from ._errors import PaiError
 from ._files import DEFAULT_MAX_FILE_BYTES
@@ -56,7 +56,6 @@ def create_agent_runtime(
     :class:`RuntimeConfigError` (or :class:`PaiError`) here, before anything runs.
     """
     bindings = check_runtime(agent_or_pai, capabilities=capabilities)
-    check_supported(agent_or_pai)
     if isinstance(agent_or_pai, Pai):
         if not agent_or_pai.agents:
             raise PaiError("create_agent_runtime() needs a Pai with at least one agent")

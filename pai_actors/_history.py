@@ -45,7 +45,7 @@ async def model_messages(
             for part in message.parts:
                 if isinstance(part, TextPart):
                     calls.append(ModelTextPart(part.text))
-                elif part.state in ("output-available", "output-error"):
+                elif part.state in ("output-available", "output-error", "output-denied"):
                     given = part.input if part.raw_input is None else part.raw_input
                     calls.append(ModelToolCallPart(part.tool_call_id, part.tool_name, given))
                     registration = (
@@ -67,6 +67,10 @@ async def tool_result(part: ToolPart, registration: ToolRegistration | None) -> 
     exactly ``type`` and ``value``) nor a JSON value, raises :class:`ToolPreparationError`
     (``callback="to_model_output"``): the history cannot be prepared, so the run fails.
     """
+    if part.state == "output-denied":  # the user denied its approval: no execution
+        reason = None if part.approval is None else part.approval.reason
+        text = "The user denied this tool call" + (f": {reason}" if reason else ".")
+        return {"type": "error-text", "value": text}
     if part.state != "output-available":
         return {"type": "error-text", "value": part.error_text or ""}
     convert = None if registration is None else registration.tool.config.to_model_output

@@ -74,11 +74,18 @@ def pending_action_for(
             f"message {message.id!r} is not known to this runtime; pass a message from "
             "get_state() (which loads its thread) to get_pending_action()"
         )
-    if part.state != "input-available":
-        return None
     thread_id, run_id = where
     pending = part.pending_suspension
-    if pending is not None:
+    if part.state == "approval-requested" and part.approval is not None:
+        action_id, suspend_name, name, shown = (
+            part.approval.id,
+            None,
+            part.tool_name,
+            part.input,
+        )
+    elif part.state not in ("input-available", "approval-responded"):
+        return None
+    elif pending is not None:
         action_id, suspend_name = pending.action_id, pending.name
         name = f"{part.tool_name}.{suspend_name}"
         shown = pending.input

@@ -133,6 +133,7 @@ async def resolve_children(
     context: Any,
     identity: Any = None,
     client_data: Any = None,
+    invocation: bool = False,
 ) -> dict[str, bool]:
     """Each declared child's enabled state for the parent registered as ``name``.
 
@@ -142,8 +143,9 @@ async def resolve_children(
     raises :class:`ToolPreparationError`; it is never read as ``False``.
     """
     resolver = _Resolver(identity=identity, client_data=client_data)
+    stage = _INVOCATION if invocation else _STEP
     return {
-        child: await resolver.enabled(as_registration(value), context, _Where(name, child))
+        child: await resolver.enabled(as_registration(value), context, _Where(name, child, stage))
         for child, value in registration.tool.tools.items()
     }
 
@@ -156,19 +158,26 @@ async def describe_children(
     states: Mapping[str, bool],
     identity: Any = None,
     client_data: Any = None,
+    invocation: bool = False,
 ) -> dict[str, ChildToolInfo]:
     """The :class:`ChildToolInfo` of each enabled child (``states``) of the parent registered
     as ``name`` whose context is ``context``: its description resolved (a callback one with
     the child's mapped context), its input and output JSON Schemas. A failing callback
     raises :class:`ToolPreparationError`."""
     resolver = _Resolver(identity=identity, client_data=client_data)
-    return await resolver.describe_children(registration, context, states, name)
+    stage = _INVOCATION if invocation else _STEP
+    return await resolver.describe_children(registration, context, states, name, stage)
+
+
+_STEP = "the tools for this model step could not be prepared"
+_INVOCATION = "the tool call could not start (its children are resolved before execute)"
 
 
 @dataclass(frozen=True, slots=True)
 class _Where:
     tool: str
     child: str | None = None
+    stage: str = _STEP
 
     def __str__(self) -> str:
         if self.child is None:
@@ -177,7 +186,7 @@ class _Where:
 
     def fail(self, callback: str, problem: str, cause: BaseException | None = None) -> NoReturn:
         raise ToolPreparationError(
-            f"{self}: {problem}; the tools for this model step could not be prepared",
+            f"{self}: {problem}; {self.stage}",
             tool=self.tool,
             child=self.child,
             callback=callback,
@@ -231,13 +240,14 @@ class _Resolver:
         context: Any,
         states: Mapping[str, bool],
         name: str,
+        stage: str = _STEP,
     ) -> dict[str, ChildToolInfo]:
         infos: dict[str, ChildToolInfo] = {}
         for child, value in registration.tool.tools.items():
             if not states[child]:
                 continue
             child_registration = as_registration(value)
-            where = _Where(name, child)
+            where = _Where(name, child, stage)
             description = child_registration.tool.config.description
             if not isinstance(description, str):
                 child_context = await self.map_context(child_registration, context, where)

@@ -21,7 +21,16 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, GetCoreSchemaH
 from pydantic_core import core_schema
 
 from ._actions import PendingActionRef
-from ._call_record import CallRecord, Cancellation, DataItem, Episode, EpisodeState, Finish, Phase
+from ._call_record import (
+    Approval,
+    CallRecord,
+    Cancellation,
+    DataItem,
+    Episode,
+    EpisodeState,
+    Finish,
+    Phase,
+)
 from ._json import JsonValue
 from ._state import RunState, RunStatus
 from ._tool import frozen_mapping
@@ -116,6 +125,15 @@ class _DataItemShape(_Shape):
     updated_at: AwareDatetime
 
 
+class _ApprovalShape(_Shape):
+    id: str
+    requested_at: AwareDatetime
+    state: EpisodeState = "pending"
+    approved: bool | None = None
+    reason: str | None = None
+    resolved_at: AwareDatetime | None = None
+
+
 class _CancellationShape(_Shape):
     reason: str | None = None
     at: AwareDatetime
@@ -135,6 +153,7 @@ class _CallShape(_Shape):
     error_text: str | None = None
     episodes: tuple[_EpisodeShape, ...] = ()
     output_action: EpisodeState | None = None
+    approval: _ApprovalShape | None = None
     cancelled: _CancellationShape | None = None
     data: dict[str, tuple[_DataItemShape, ...]] = Field(default_factory=dict)
     observed: bool = False
@@ -146,10 +165,12 @@ class _CallShape(_Shape):
 
     def record(self) -> CallRecord:
         cancelled = self.cancelled
+        approval = self.approval
         return CallRecord(
             **{name: getattr(self, name) for name in _SCALAR_CALL_FIELDS},
             episodes=tuple(Episode(**dict(e)) for e in self.episodes),
             cancelled=None if cancelled is None else Cancellation(**dict(cancelled)),
+            approval=None if approval is None else Approval(**dict(approval)),
             data=frozen_mapping(
                 {
                     channel: tuple(DataItem(**dict(i)) for i in items)
@@ -160,7 +181,9 @@ class _CallShape(_Shape):
 
 
 _SCALAR_CALL_FIELDS = tuple(
-    name for name in _CallShape.model_fields if name not in ("episodes", "cancelled", "data")
+    name
+    for name in _CallShape.model_fields
+    if name not in ("episodes", "cancelled", "approval", "data")
 )
 
 

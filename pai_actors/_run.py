@@ -28,6 +28,7 @@ import trio
 
 from supervisors import Mailbox, MailboxClosed, MailboxFull, Supervisor, open_supervisor
 
+from ._acquire import Capabilities
 from ._actions import PendingActionRef
 from ._agent import AgentDefinition, RuntimeScope
 from ._call_record import CallRecord, CallSpec, DataWritten
@@ -116,11 +117,10 @@ cancel scope), and the run records the call."""
 
 def resumable(record: CallRecord, action_id: str | None = None) -> bool:
     """Whether ``record`` is an accepted submission whose resume has not run to a result:
-    ``executing`` with its latest episode ``submitted`` (that of ``action_id``, if given)."""
-    if record.phase != "executing" or not record.episodes:
-        return False
-    last = record.episodes[-1]
-    return last.state == "submitted" and (action_id is None or last.action_id == action_id)
+    ``executing`` after a ``submitted`` episode, or after an approval with no episode yet
+    (that of ``action_id``, if given); see ``CallRecord.resume_action_id``."""
+    resume = record.resume_action_id
+    return resume is not None and (action_id is None or resume == action_id)
 
 
 @dataclass(eq=False)
@@ -366,8 +366,8 @@ async def record_cancelled(
             if call.run_id != run_id or record.phase == "done":
                 continue
             if keep_pending and (
-                record.phase in ("suspended", "awaiting_output")
-                or (resumable(record) and record.episodes[-1].action_id not in started)
+                record.phase in ("suspended", "awaiting_output", "awaiting_approval")
+                or (resumable(record) and record.resume_action_id not in started)
             ):
                 kept = True
                 continue
@@ -490,12 +490,25 @@ class _CallDriver:
         try:
             if isinstance(message, StartCall):
                 step = await self._execute(InitialEntry(), spec, message.input, thread)
+            elif not self.record.episodes:  # approved: its first execution
+                started = self.record.resume_action_id
+                parsed = self._parsed_input(spec)
+                step = await self._execute(InitialEntry(), spec, parsed, thread, started)
             else:
-                step = await self._execute(self._resume_entry(spec), spec, None, thread)
+                entry = self._resume_entry(spec)
+                started = entry.action.action_id
+                parsed = self._parsed_input(spec)
+                step = await self._execute(entry, spec, parsed, thread, started)
         except Exception as exc:
             step = finish_exception(self.record, await rt.error_text(exc, thread))
         await self.write(step.record)
         self.call = await observe_output(rt, self.live, self.call)
+
+    def _parsed_input(self, spec: CallSpec) -> Any:
+        """The stored input as the tool's input schema parses it (for a re-entry)."""
+        if spec.input is None:
+            return self.record.input
+        return spec.input.parse(self.record.input, what="input")
 
     def _resume_entry(self, spec: CallSpec) -> ResumeEntry:
         """The entry of the stored call's accepted submission (its latest episode)."""
@@ -513,14 +526,11 @@ class _CallDriver:
         spec: CallSpec,
         tool_input: Any,
         thread: ToolThread,
+        started: str | None = None,
     ) -> Step:
+        """Run ``execute`` from ``entry``; ``started``: the accepted action it goes on from
+        (recorded as started right before ``execute``, with no checkpoint in between)."""
         rt = self.rt
-        if isinstance(entry, ResumeEntry):
-            tool_input = (
-                self.record.input
-                if spec.input is None
-                else spec.input.parse(self.record.input, what="input")
-            )
         registration = self.live.agent.tools.get(self.record.name)
         assert registration is not None
         assert registration.tool.execute is not None
@@ -534,12 +544,13 @@ class _CallDriver:
             entry=entry,
             data=ToolDataWriter(self._write_data, self._list_data),
             suspend_history=[episode_view(e).to_wire() for e in self.record.episodes],
+            capabilities=Capabilities(),
             files=self.live.files(rt),
         )
         if registration.tool.tools:
-            return await self._execute_with_children(registration, ctx, entry, spec)
-        if isinstance(entry, ResumeEntry):  # no checkpoint between this and ``execute``
-            self.live.resumes_started.add(entry.action.action_id)
+            return await self._execute_with_children(registration, ctx, spec, started)
+        if started is not None:  # no checkpoint between this and ``execute``
+            self.live.resumes_started.add(started)
         try:
             result = await self._call_execute(registration, ctx)
         except Exception as exc:
@@ -561,8 +572,8 @@ class _CallDriver:
         self,
         registration: ToolRegistration,
         ctx: ToolContext,
-        entry: InitialEntry | ResumeEntry,
         spec: CallSpec,
+        started: str | None,
     ) -> Step:
         """``execute`` of a tool with children: each child's registration resolved once
         first (a failure: the parent never starts), the children run as actors under a
@@ -576,6 +587,7 @@ class _CallDriver:
             context=ctx.context,
             identity=live.identity,
             client_data=live.client_data,
+            invocation=True,
         )
         infos = await describe_children(
             name,
@@ -584,6 +596,7 @@ class _CallDriver:
             states=states,
             identity=live.identity,
             client_data=live.client_data,
+            invocation=True,
         )
         async with open_supervisor(name="children") as supervisor:
             calls = ChildCalls(
@@ -600,8 +613,8 @@ class _CallDriver:
                     child.tool.capabilities, live, thread
                 ),
             )
-            if isinstance(entry, ResumeEntry):  # no checkpoint between this and ``execute``
-                live.resumes_started.add(entry.action.action_id)
+            if started is not None:  # no checkpoint between this and ``execute``
+                live.resumes_started.add(started)
             try:
                 result = await self._call_execute(registration, replace(ctx, tools=calls.map))
             except Exception as exc:

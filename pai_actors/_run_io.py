@@ -13,7 +13,16 @@ import trio
 
 from ._agent import RuntimeScope
 from ._call_record import CallRecord, CallSpec, Execute
-from ._calls import abandon_call, input_available, input_delta, new_call, not_offered, to_part
+from ._calls import (
+    abandon_call,
+    finish_exception,
+    input_available,
+    input_delta,
+    new_call,
+    not_offered,
+    request_approval,
+    to_part,
+)
 from ._errors import ModelProtocolError, StoreConflict
 from ._model import ModelRequest, ToolCallEvent, ToolInputDelta, ToolInputStart
 from ._parts import Message, TextPart
@@ -186,7 +195,7 @@ async def read_step(
         inputs.append(event.input)
     started: list[tuple[CallRecord, Any]] = []
     for record, raw_input in zip(records, inputs, strict=True):
-        started.append(_complete(rt, live, request, client_tools, record, raw_input))
+        started.append(await _complete(rt, live, request, client_tools, record, raw_input))
     text = [TextPart(text=step.text)] if step.text else []
     message = Message(
         id=message_id, role="assistant", parts=(*text, *(to_part(r) for r, _ in started))
@@ -222,7 +231,7 @@ class StartedCall(NamedTuple):
     input: Any
 
 
-def _complete(
+async def _complete(
     rt: AgentRuntime,
     live: LiveRun,
     request: ModelRequest,
@@ -230,8 +239,8 @@ def _complete(
     record: CallRecord,
     raw_input: object,
 ) -> tuple[CallRecord, Any]:
-    """A call whose input is complete: not offered, invalid, waiting for its output, or
-    executing (with its parsed input). Pure but for remembering a client tool's schema."""
+    """A call whose input is complete: not offered, invalid, waiting for its output, waiting
+    for the user's approval (``needs_approval``), or executing (with its parsed input)."""
     if record.dynamic:
         client_tool = client_tools[record.name]
         rt.client_tools[live.thread_id, record.tool_call_id] = client_tool
@@ -247,7 +256,39 @@ def _complete(
         text = f"validating the tool's input failed: {exc!r}"
         return abandon_call(record, text, at=rt.now()).record, None
     execute = next((e for e in step.effects if isinstance(e, Execute)), None)
-    return step.record, None if execute is None else execute.input
+    if execute is None:
+        return step.record, None
+    if not record.dynamic:
+        try:
+            needed = await needs_approval(rt, live, live.agent.tools[record.name], step.record)
+        except Exception as exc:  # the policy callback failed: the call cannot start
+            return finish_exception(step.record, f"needs_approval failed: {exc}").record, None
+        if needed:
+            approval_id = f"{record.tool_call_id}.approval"
+            return request_approval(step.record, approval_id=approval_id, at=rt.now()).record, None
+    return step.record, execute.input
+
+
+async def needs_approval(
+    rt: AgentRuntime, live: LiveRun, registration: ToolRegistration, record: CallRecord
+) -> bool:
+    """The registration's approval policy for this call: ``needs_approval`` as a bool, or
+    its callback's answer, called with keyword arguments ``input`` (the call's JSON input),
+    ``tool_call_id``, ``context`` (the tool's context), ``identity`` and ``client_data``."""
+    policy = registration.needs_approval
+    if isinstance(policy, bool):
+        return policy
+    answer = await call_callback(
+        policy,
+        input=record.input,
+        tool_call_id=record.tool_call_id,
+        context=await tool_context(rt, live, registration),
+        identity=live.identity,
+        client_data=live.client_data,
+    )
+    if not isinstance(answer, bool):
+        raise TypeError(f"needs_approval must return True or False, got {answer!r}")
+    return answer
 
 
 def _check_new_id(tool_call_id: str, taken: set[str]) -> None:

@@ -293,13 +293,17 @@ class Store(Protocol):
 
 
 def open_actions(call: StoredCall) -> list[OpenAction]:
-    """The pending actions a stored call holds: its pending suspension, or its pending
-    output action (a tool without ``execute``). Pure; every backend derives them this way."""
+    """The pending actions a stored call holds: its pending suspension, its pending approval
+    (named after the tool, its input the call's), or its pending output action (a tool
+    without ``execute``). Pure; every backend derives them this way."""
     record = call.record
     found: list[tuple[str, str | None, JsonValue]] = []
     pending = record.pending_episode
     if pending is not None:
         found.append((pending.action_id, pending.name, pending.input))
+    approval = record.approval
+    if approval is not None and approval.state == "pending":
+        found.append((approval.id, None, record.input))
     if record.output_action == "pending":
         found.append((record.tool_call_id, None, record.input))
     return [

@@ -29,6 +29,7 @@ from pai_actors._calls import (
     input_available,
     input_delta,
     new_call,
+    request_approval,
     submit,
     suspend,
     to_part,
@@ -360,13 +361,16 @@ class CallMachine(RuleBasedStateMachine):
         self.resolved: dict[str, object] = {}
         self.clock = T0
 
-    @initialize(execute=st.booleans())
-    def start(self, execute: bool) -> None:
+    @initialize(execute=st.booleans(), approval=st.booleans())
+    def start(self, execute: bool, approval: bool) -> None:
         self.spec = SEND if execute else ASK
         name = "send" if execute else "ask"
         self.record, _ = input_available(new_call(name, "c1"), self.spec, {"q": 1})
         if not execute:
             self.issued.append("c1")
+        elif approval:  # a registration with needs_approval: the call waits for it first
+            self.record, _ = request_approval(self.record, approval_id="c1.approval", at=T0)
+            self.issued.append("c1.approval")
 
     def _tick(self) -> datetime:
         self.clock += timedelta(seconds=1)
@@ -403,7 +407,15 @@ class CallMachine(RuleBasedStateMachine):
     @rule(
         data=st.data(),
         payload=st.sampled_from(
-            [{"approved": True}, {"approved": "x"}, {"answer": "ok"}, {"answer": 1}, None, {1, 2}]
+            [
+                {"approved": True},
+                {"approved": False, "reason": "no"},
+                {"approved": "x"},
+                {"answer": "ok"},
+                {"answer": 1},
+                None,
+                {1, 2},
+            ]
         ),
     )
     def submit_payload(self, data: st.DataObject, payload: object) -> None:
@@ -442,13 +454,37 @@ class CallMachine(RuleBasedStateMachine):
             assert self.resolved.setdefault("c1", self.record.output_action) == (
                 self.record.output_action
             )
+        approval = self.record.approval
+        if approval is not None and approval.state != "pending":
+            assert self.resolved.setdefault(approval.id, approval) == approval
+
+    @invariant()
+    def an_approval_gates_execution(self) -> None:
+        approval = self.record.approval
+        if approval is None:
+            return
+        assert (self.record.phase == "awaiting_approval") == (approval.state == "pending")
+        if self.record.phase in ("executing", "suspended"):
+            assert approval.approved is True  # only an approved call runs
+        if self.record.finish == "output-denied":
+            assert approval.approved is False
+        if approval.approved is False:
+            assert self.record.finish == "output-denied"
 
     @invariant()
     def projection_agrees_with_the_record(self) -> None:
         part = to_part(self.record)
         assert part.state == self.record.state
         assert (part.pending_suspension is None) == (self.record.pending_episode is None)
-        assert part.state in ("input-available", "output-available", "output-error")
+        assert part.state in (
+            "input-available",
+            "approval-requested",
+            "approval-responded",
+            "output-available",
+            "output-error",
+            "output-denied",
+        )
+        assert (part.approval is None) == (self.record.approval is None)
         assert (part.cancelled is not None) == (
             part.error_text is not None
             and part.error_text.startswith("The tool call was cancelled")

@@ -175,6 +175,9 @@ async def test_a_failing_child_resolution_means_the_parent_never_starts(
     assert started == []
     assert parts[0].state == "output-error"
     assert "flags service down" in (parts[0].error_text or "")
+    assert (parts[0].error_text or "").endswith(
+        "the tool call could not start (its children are resolved before execute)"
+    )
 
 
 async def test_invalid_child_input_failures_and_exceptions_raise_tool_invocation_error(
@@ -387,3 +390,22 @@ async def test_ctx_tools_is_empty_for_a_tool_without_children(
     tool = define_tool(id="t.alone.v1", description="d", input_schema=Empty, execute=execute)
     await run(tool)
     assert seen == [{}]
+
+
+async def test_a_childs_ctx_has_files_and_empty_capabilities(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    seen: list[Any] = []
+
+    async def child_execute(ctx: ToolContext) -> Any:
+        file = await ctx.files.save(b"x", "text/plain", "x.txt")
+        seen.append((file.thread_id, len(ctx.capabilities), dict(ctx.tools)))
+        return {"total": 1}
+
+    async def execute(ctx: ToolContext) -> Any:
+        await ctx.tools.add.execute({"a": 0, "b": 1})
+        return len(ctx.capabilities)
+
+    parts, state, *_ = await run(parent({"add": adder(execute=child_execute)}, execute))
+    assert parts[0].output == 0
+    assert seen == [(state.thread_id, 0, {})]
