@@ -33,6 +33,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -211,6 +212,7 @@ class ChildCalls:
                     data=ToolDataWriter(_no_data(child), _no_list(child)),
                     capabilities=Capabilities(),
                     files=self.live.files(self.rt),
+                    _trigger=partial(self.rt.trigger, self.live.thread_id),
                 )
                 execute = registration.tool.execute
                 assert execute is not None  # children have execute (checked at definition)

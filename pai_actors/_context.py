@@ -172,7 +172,7 @@ class ToolContext:
 
     ``tools`` is the :class:`ToolCallMap` of the tool's declared children (empty when it
     declares none); ``capabilities`` the acquired facades (empty when it declares none);
-    ``files`` its :class:`ScopedFiles`.
+    ``files`` its :class:`ScopedFiles`; ``agents`` its :class:`AgentRunner`.
     """
 
     input: Any
@@ -186,10 +186,22 @@ class ToolContext:
     tools: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     capabilities: Any = None
     files: Any = None
+    agents: Any = None
+    _trigger: Callable[..., Awaitable[None]] | None = None
 
     def suspend(self, name: str, input: Any) -> ToolSuspendResult:
         """Return this from ``execute`` to wait at suspend point ``name`` showing ``input``."""
         return ToolSuspendResult(name, input)
+
+    async def trigger(self, notification: str, *, data: Any = None, hidden: bool = False) -> None:
+        """Append a server notification (a ``system`` message, ``metadata["notification"]
+        == {"hidden": hidden, "data": data}``) to this call's thread and continue generation,
+        with or without a client connected; returns once it is stored. During a run, the
+        run that answers it starts after this one. It keeps working after this call ended
+        (a background task may hold it), for as long as the runtime is open."""
+        if self._trigger is None:
+            raise RuntimeError("this ToolContext was not made by a runtime: it cannot trigger")
+        await self._trigger(notification, data=data, hidden=hidden)
 
     def fail(self, message: str) -> ToolFailResult:
         """Return this from ``execute`` to fail deliberately; ``message`` is the errorText."""

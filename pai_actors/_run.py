@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 import trio
@@ -546,6 +547,7 @@ class _CallDriver:
             suspend_history=[episode_view(e).to_wire() for e in self.record.episodes],
             capabilities=Capabilities(),
             files=self.live.files(rt),
+            _trigger=partial(rt.trigger, self.live.thread_id),
         )
         if registration.tool.tools:
             return await self._execute_with_children(registration, ctx, spec, started)

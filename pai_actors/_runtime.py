@@ -67,6 +67,7 @@ from ._resolution import resolve
 from ._run import LiveRun, record_cancelled, resumable, run_actor
 from ._state import ThreadState
 from ._store import Store, Transaction
+from ._trigger import is_notification, notification_message
 from ._watch import (
     DEFAULT_WATCH_CAPACITY,
     PublishingTransaction,
@@ -126,6 +127,8 @@ class AgentRuntime:
         self._nursery: trio.Nursery | None = None
         self._activating: dict[str, str] = {}  # run_id -> thread_id
         self._cancelling: set[str] = set()  # runs cancel_run cancels while not alive
+        self._continuations: set[str] = set()  # threads with a notification to answer
+        self._continuing: set[str] = set()  # threads a continuation task is starting
         self.closing = False
         self._hub = WatchHub()
 
@@ -186,6 +189,8 @@ class AgentRuntime:
         if self._threads.get(live.thread_id) is live:
             del self._threads[live.thread_id]
         live.done.set()
+        if live.thread_id in self._continuations:  # a notification came during the run
+            self._continue_soon(live.thread_id)
         self.notify()
 
     def spec_for(self, call: StoredCall, agent: AgentDefinition) -> CallSpec | None:
@@ -342,7 +347,70 @@ class AgentRuntime:
             run_calls = [c for c in calls if c.run_id == active.run_id]
             if run_calls and all(c.record.phase == "done" for c in run_calls):
                 self.activate_soon(run_calls[-1])
+        if active is None and thread_id not in self._continuing:
+            messages = await self.store.list_messages(thread_id)
+            if messages and is_notification(messages[-1]):  # appended, never answered
+                self._continue_soon(thread_id)
         return thread
+
+    async def trigger(
+        self, thread_id: str, notification: str, *, data: Any = None, hidden: bool = False
+    ) -> None:
+        """Append a server notification to the thread and continue generation (what
+        ``ctx.trigger`` does; see ``_trigger``). Returns once the notification is stored:
+        the run that answers it starts at once when the thread is idle, after the thread's
+        run otherwise, with or without a client connected."""
+        self._check_open()
+        message = notification_message(self.new_id("msg"), notification, data=data, hidden=hidden)
+        await self.thread(thread_id)
+        async with self.transaction() as tx:
+            tx.append_message(thread_id, message)
+        self._continuations.add(thread_id)
+        self._continue_soon(thread_id)
+
+    def _continue_soon(self, thread_id: str) -> None:
+        """Start a run answering the thread's notifications, in a runtime-owned task, once
+        the thread has no run (a live run's end calls this again)."""
+        self._continuations.add(thread_id)
+        if (
+            self.closing
+            or self._nursery is None
+            or thread_id in self._threads
+            or thread_id in self._sending
+            or thread_id in self._continuing
+            or thread_id in self._activating.values()
+        ):
+            return
+        self._continuing.add(thread_id)
+        self._nursery.start_soon(self._continue, thread_id)
+
+    async def _continue(self, thread_id: str) -> None:
+        self._sending.add(thread_id)
+        try:
+            self._continuations.discard(thread_id)
+            thread = await self._load(thread_id)
+            if await self.store.get_active_run(thread_id) is not None or self.closing:
+                self._continuations.add(thread_id)  # after that run (or a later runtime)
+                return
+            messages = await self.store.list_messages(thread_id)
+            if not messages or not is_notification(messages[-1]):
+                return  # answered meanwhile (by the run it arrived during)
+            run = RunRecord(
+                thread_id=thread_id,
+                run_id=self.new_id("run"),
+                status="running",
+                created_at=self.now(),
+            )
+            async with self.transaction() as tx:
+                run = tx.put_run(run)
+            if not self.closing:
+                self._start(self._live_run(thread, run, ()))
+        except Exception:  # the store failed: the notification stays, a later load goes on
+            _log.exception("continuing thread %r after a notification failed", thread_id)
+        finally:
+            self._sending.discard(thread_id)
+            self._continuing.discard(thread_id)
+            self.notify()
 
     async def send(
         self,
@@ -434,7 +502,9 @@ class AgentRuntime:
         await self._load(thread_id)
         while True:
             live = self._threads.get(thread_id)
-            if thread_id not in self._activating.values() and (
+            if (
+                thread_id not in self._activating.values() and thread_id not in self._continuing
+            ) and (
                 live is None
                 or (
                     live.status == "waiting"

@@ -1,0 +1,145 @@
+"""ctx.trigger (and AgentRuntime.trigger): server notifications that continue generation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+from pydantic import BaseModel
+
+from pai_actors import (
+    MemoryStore,
+    ModelSystemMessage,
+    RuntimeClosed,
+    ToolContext,
+    define_agent,
+    define_tool,
+)
+from pai_actors.testing import ScriptedModel, create_test_runtime, text, tool_call
+
+
+class Job(BaseModel):
+    job: str
+
+
+def saw_notification(request: Any) -> list[str]:
+    return [m.text for m in request.messages if isinstance(m, ModelSystemMessage)]
+
+
+async def test_a_background_task_triggers_after_its_call_finished(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    started = trio.Event()
+
+    async def execute(ctx: ToolContext) -> Any:
+        async def later() -> None:  # outlives the call that started it
+            await trio.sleep(60)
+            await ctx.trigger("Export finished.", data={"job": ctx.input.job}, hidden=True)
+
+        nursery.start_soon(later)
+        started.set()
+        return "started"
+
+    tool = define_tool(id="t.export.v1", description="Export.", input_schema=Job, execute=execute)
+    agent = define_agent(name="a", tools={"export": tool})
+    model = ScriptedModel(
+        [[tool_call("export", {"job": "j1"})], text("Export started."), text("It is done.")]
+    )
+    with trio.fail_after(100):
+        async with trio.open_nursery() as nursery:
+            async with create_test_runtime(agent, model=model) as rt:
+                thread_id = await rt.create_thread("s")
+                await rt.send(thread_id, "export please")
+                await rt.wait_idle(thread_id)
+                assert len(model.requests) == 2
+                await trio.sleep(61)  # the background work triggers with no client around
+                await rt.wait_idle(thread_id)
+                state = await rt.get_state(thread_id)
+    roles = [m.role for m in state.messages]
+    assert roles == ["user", "assistant", "assistant", "system", "assistant"]
+    notification = state.messages[3]
+    assert notification.to_wire() == {
+        "id": notification.id,
+        "role": "system",
+        "parts": [{"type": "text", "text": "Export finished."}],
+        "metadata": {"notification": {"hidden": True, "data": {"job": "j1"}}},
+    }
+    assert [r.status for r in state.runs] == ["completed", "completed"]
+    assert saw_notification(model.requests[2]) == ["Export finished."]  # hidden: model sees it
+
+
+async def test_a_trigger_during_a_run_continues_after_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    release = trio.Event()
+
+    async def execute(ctx: ToolContext) -> Any:
+        await ctx.trigger("A webhook arrived.")
+        await release.wait()
+        return "done"
+
+    tool = define_tool(id="t.work.v1", description="Work.", input_schema=Job, execute=execute)
+    agent = define_agent(name="a", tools={"work": tool})
+
+    def answer(request: Any) -> Any:
+        return text(f"saw {saw_notification(request)}")
+
+    model = ScriptedModel([[tool_call("work", {"job": "j"})], answer, answer])
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=model) as rt:
+            thread_id = await rt.create_thread("s")
+            await rt.send(thread_id, "go")
+            await trio.testing.wait_all_tasks_blocked()
+            assert [r.status for r in (await rt.get_state(thread_id)).runs] == ["running"]
+            release.set()
+            await rt.wait_idle(thread_id)
+            state = await rt.get_state(thread_id)
+    # The run it arrived during saw it in its next step, and answered it: no second run.
+    assert [r.status for r in state.runs] == ["completed"]
+    assert state.messages[-1].parts[0].to_wire() == {
+        "type": "text",
+        "text": "saw ['A webhook arrived.']",
+    }
+    assert len(model.requests) == 2
+
+
+async def test_a_trigger_on_an_idle_thread_starts_a_run_and_one_left_is_continued(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    agent = define_agent(name="a", tools={})
+    store = MemoryStore()
+    model = ScriptedModel([text("Noted."), text("Noted again.")])
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=model, store=store) as rt:
+            thread_id = await rt.create_thread("s")
+            await rt.trigger(thread_id, "Nightly report ready.", data={"rows": 3})
+            await rt.wait_idle(thread_id)
+            assert [m.role for m in (await rt.get_state(thread_id)).messages] == [
+                "system",
+                "assistant",
+            ]
+            # Stored, then the runtime closes before a run could answer it ...
+            await rt.trigger(thread_id, "Second report ready.")
+        # ... so the next runtime that loads the thread goes on with it.
+        async with create_test_runtime(agent, model=model, store=store.reopen()) as rt:
+            await rt.wait_idle(thread_id)
+            state = await rt.get_state(thread_id)
+    assert [m.role for m in state.messages] == ["system", "assistant", "system", "assistant"]
+    assert [r.status for r in state.runs] == ["completed", "completed"]
+
+
+async def test_trigger_refuses_what_is_not_a_notification(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    agent = define_agent(name="a", tools={})
+    async with create_test_runtime(agent, model=ScriptedModel([])) as rt:
+        thread_id = await rt.create_thread("s")
+        with pytest.raises(TypeError, match="non-empty str"):
+            await rt.trigger(thread_id, "")
+        with pytest.raises(TypeError, match="True or False"):
+            await rt.trigger(thread_id, "x", hidden="yes")  # type: ignore[arg-type]
+        assert (await rt.get_state(thread_id)).messages == ()
+    with pytest.raises(RuntimeClosed):
+        await rt.trigger(thread_id, "too late")
