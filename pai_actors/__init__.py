@@ -25,6 +25,8 @@ from ._agent import Pai as Pai
 from ._agent import RuntimeScope as RuntimeScope
 from ._agent import create_pai as create_pai
 from ._agent import define_agent as define_agent
+from ._agents import AgentRunner as AgentRunner
+from ._agents import AgentRunResult as AgentRunResult
 from ._capability import Capability as Capability
 from ._capability import capability as capability
 from ._children import BoundTool as BoundTool
@@ -42,6 +44,7 @@ from ._context import tool_failure_details as tool_failure_details
 from ._create import create_agent_runtime as create_agent_runtime
 from ._define_tool import define_tool as define_tool
 from ._errors import AgentNotFound as AgentNotFound
+from ._errors import AgentRunError as AgentRunError
 from ._errors import DefinitionError as DefinitionError
 from ._errors import FileNotFound as FileNotFound
 from ._errors import FileTooLarge as FileTooLarge
@@ -139,6 +142,9 @@ __all__ = [
     "ActionResult",
     "AgentDefinition",
     "AgentNotFound",
+    "AgentRunError",
+    "AgentRunResult",
+    "AgentRunner",
     "AgentRuntime",
     "BoundTool",
     "CancelledInfo",

@@ -41,6 +41,7 @@ import trio
 from supervisors import Supervisor
 
 from ._acquire import Capabilities
+from ._agents import AgentRunner
 from ._context import (
     AbortController,
     AbortSignal,
@@ -212,6 +213,7 @@ class ChildCalls:
                     data=ToolDataWriter(_no_data(child), _no_list(child)),
                     capabilities=Capabilities(),
                     files=self.live.files(self.rt),
+                    agents=AgentRunner(self.rt, self.live, thread, controller.signal),
                     _trigger=partial(self.rt.trigger, self.live.thread_id),
                 )
                 execute = registration.tool.execute

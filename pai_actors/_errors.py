@@ -23,6 +23,7 @@ Every exception this package raises to the application derives from one root::
     ├── FileTooLarge             ctx.files.save of a body over the runtime's size limit
     ├── ToolInvocationError      a nested child call failed or could not run
     ├── AgentNotFound            a thread names an agent the runtime does not host
+    ├── AgentRunError            ctx.agents.run could not finish the other agent's run
     ├── MigrationRequired        a thread holds an unfinished call of a tool that is no
     │                            longer registered
     ├── ThreadBusy               send() on a thread whose run is still running or waiting
@@ -220,6 +221,15 @@ class RuntimeClosed(PaiError):
 
     Raised before anything is written; open a new runtime on the store to go on.
     """
+
+
+class AgentRunError(PaiError):
+    """``ctx.agents.run`` could not finish: the agent's model failed or broke the model
+    protocol, or the agent took more than ``max_steps`` steps. ``agent_id`` names it."""
+
+    def __init__(self, message: str, *, agent_id: str) -> None:
+        super().__init__(message)
+        self.agent_id = agent_id
 
 
 class FileNotFound(PaiError):

@@ -32,6 +32,7 @@ from supervisors import Mailbox, MailboxClosed, MailboxFull, Supervisor, open_su
 from ._acquire import Capabilities
 from ._actions import PendingActionRef
 from ._agent import AgentDefinition, RuntimeScope
+from ._agents import AgentRunner
 from ._call_record import CallRecord, CallSpec, DataWritten
 from ._calls import (
     Step,
@@ -547,6 +548,7 @@ class _CallDriver:
             suspend_history=[episode_view(e).to_wire() for e in self.record.episodes],
             capabilities=Capabilities(),
             files=self.live.files(rt),
+            agents=AgentRunner(rt, self.live, thread, self.controller.signal),
             _trigger=partial(rt.trigger, self.live.thread_id),
         )
         if registration.tool.tools:
