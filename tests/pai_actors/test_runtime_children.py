@@ -409,3 +409,18 @@ async def test_a_childs_ctx_has_files_and_empty_capabilities(
     parts, state, *_ = await run(parent({"add": adder(execute=child_execute)}, execute))
     assert parts[0].output == 0
     assert seen == [(state.thread_id, 0, {})]
+
+
+def test_an_illegal_child_that_bypassed_define_tool_is_refused_at_runtime_creation() -> None:
+    from dataclasses import replace
+
+    from pai_actors import RuntimeConfigError
+
+    external = define_tool(
+        id="test.external.v1", description="A client answers.", input_schema=Empty
+    )
+    legal = parent({"add": adder()}, lambda ctx: None)
+    smuggled = replace(legal, tools={"ask": external})  # what define_tool would refuse
+    agent = define_agent(name="a", tools={"p": smuggled})
+    with pytest.raises(RuntimeConfigError, match=r"tools\['p'\]\.tools\['ask'\] has no execute"):
+        create_test_runtime(agent, model=ScriptedModel([]))
