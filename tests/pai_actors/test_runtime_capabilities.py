@@ -265,3 +265,38 @@ async def test_files_are_saved_and_read_in_the_threads_scope_only(
     }
     assert outputs == {"other": "not found", "big": [11, 10]}
     assert "in this scope" in outcomes[0]
+
+
+async def test_preparing_a_dynamic_description_acquires_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log: list[Any] = []
+    descriptions: list[Any] = []
+
+    def describe(ctx: Any) -> str:
+        descriptions.append(sorted(ctx.tools))
+        return "Run in the sandbox."
+
+    child = define_tool(
+        id="t.child.v1", description="Child.", input_schema=Empty,
+        capabilities={"box": box}, execute=lambda ctx: None,
+    )  # fmt: skip
+    tool = define_tool(
+        id="t.described.v1",
+        description=describe,
+        input_schema=Empty,
+        capabilities={"box": box},
+        tools={"child": child},
+        execute=lambda ctx: None,
+    )
+    agent = define_agent(name="a", tools={"shell": tool})
+    model = ScriptedModel([text("no calls")])
+    with trio.fail_after(10):
+        async with create_test_runtime(
+            agent, model=model, capabilities={box: recording_binding(log)}
+        ) as rt:
+            thread_id = await rt.create_thread("tenant-a")
+            await rt.send(thread_id, "go")
+            await rt.wait_idle(thread_id)
+    assert descriptions == [["child"]]  # prepared, with its child's metadata
+    assert log == []  # and nothing acquired or executed
