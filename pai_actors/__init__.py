@@ -10,7 +10,7 @@ policy) and :func:`create_pai` names several agents.
 supervised actors (built on :mod:`supervisors`, the generic actor and supervision package
 that ships beside this one), suspends them into pending actions
 (:class:`PendingActionView`) and writes through the :class:`Store` protocol
-(:class:`MemoryStore`).
+(:class:`MemoryStore`, :class:`SqliteStore`).
 
 Errors derive from :class:`PaiError` (the hierarchy is drawn in ``pai_actors._errors``).
 """
@@ -114,6 +114,7 @@ from ._registration import ToolRegistration as ToolRegistration
 from ._runtime import AgentRuntime as AgentRuntime
 from ._schema import ToolSchema as ToolSchema
 from ._schema import json_schema as json_schema
+from ._sqlite_store import SqliteStore as SqliteStore
 from ._state import RunState as RunState
 from ._state import ThreadState as ThreadState
 from ._store import Store as Store
@@ -198,6 +199,7 @@ __all__ = [
     "RuntimeScope",
     "SchemaError",
     "ScopedFiles",
+    "SqliteStore",
     "Store",
     "StoreConflict",
     "StoreError",

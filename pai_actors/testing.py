@@ -31,6 +31,7 @@ And the test runtime:
 Fault injection helpers will follow.
 """
 
+import os
 import weakref
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -50,6 +51,7 @@ from ._scripted_model import ScriptedText as ScriptedText
 from ._scripted_model import ScriptedToolCall as ScriptedToolCall
 from ._scripted_model import text as text
 from ._scripted_model import tool_call as tool_call
+from ._sqlite_store import SqliteStore
 from ._store import Store
 from ._store_check import StoreOpener as StoreOpener
 from ._store_check import check_store as check_store
@@ -76,9 +78,13 @@ def create_test_runtime(
     same on each run of a test."""
     ids = counter_ids()
     if store is not None:
-        key: object = store.backing if isinstance(store, MemoryStore) else store
-        generation = _generations.get(key, 0) + 1
-        _generations[key] = generation
+        if isinstance(store, SqliteStore):  # the same file, whatever store object opens it
+            path = os.path.realpath(store.path)
+            generation = _file_generations[path] = _file_generations.get(path, 0) + 1
+        else:
+            key: object = store.backing if isinstance(store, MemoryStore) else store
+            generation = _generations.get(key, 0) + 1
+            _generations[key] = generation
         if generation > 1:
             ids = counter_ids(f"g{generation}_")
     return create_agent_runtime(
@@ -94,6 +100,7 @@ def create_test_runtime(
 
 
 _generations: weakref.WeakKeyDictionary[object, int] = weakref.WeakKeyDictionary()
+_file_generations: dict[str, int] = {}  # SQLite files by real path
 """How many test runtimes were created on each store's data (its ids' generation)."""
 
 

@@ -1,0 +1,515 @@
+""":class:`SqliteStore`: the durable :class:`~pai_actors.Store`, one SQLite file per store.
+
+It behaves exactly as :class:`~pai_actors.MemoryStore` does (the same conflicts, the same
+orders, checked by the same conformance suite), with the data in a file that outlives the
+process. Schema (version 1, kept in ``PRAGMA user_version``)::
+
+    threads(thread_id PK, scope_key, seq, json)           seq orders a scope's threads
+    messages(thread_id, message_id, seq, json)            json: the message without parts
+    parts(thread_id, message_id, key, position, json)     one row per part, keyed like
+                                                          MemoryStore's (tool call id, "#i")
+    runs(run_id PK, thread_id, seq, revision, active, json)
+    calls(thread_id, tool_call_id, seq, revision, open, json)   open: holds pending actions
+    files(file_id PK, scope_key, json, body)
+
+``json`` is the record's pydantic JSON (a message's and a part's wire JSON); the other columns
+are what lookups, ordering and conflict checks need, written from the record in the same
+statement, so they never disagree with it. A part has its own row, so putting one tool part
+of a large message writes one row.
+
+Why synchronous calls on the trio thread, not ``trio.to_thread``: everything here must run
+under ``trio.testing.MockClock(autojump_threshold=0)``, where a thread hop looks idle and
+makes the clock jump (spurious timeouts), and a WAL commit with ``synchronous=NORMAL``
+costs tens of microseconds, less than a thread hop. Each method is one short SQLite
+transaction between trio checkpoints, so it is atomic with respect to other tasks and to
+cancellation, as ``MemoryStore``'s are. The price: what SQLite waits for blocks the trio
+thread, namely the fsync of every commit under ``synchronous=FULL`` (0.15 to several
+milliseconds, by disk) and, under either setting, the WAL checkpoint SQLite runs in a commit
+every 1000 pages (a few milliseconds).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import sqlite3
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any, Literal, TypeVar, assert_never
+
+import pydantic
+import trio
+
+from ._errors import StoreConflict, StoreError
+from ._parts import Message, ToolDataItem, ToolPart
+from ._records import OpenAction, RunRecord, StoredCall, StoredFileBody, ThreadRecord, UploadedFile
+from ._sqlite_schema import migrate
+from ._store import (
+    AppendMessage,
+    CreateThread,
+    PutCall,
+    PutRun,
+    PutToolPart,
+    ReplaceMessage,
+    SaveFile,
+    Transaction,
+    Write,
+    open_actions,
+)
+
+Durability = Literal["normal", "full"]
+_SYNCHRONOUS: dict[str, str] = {"normal": "NORMAL", "full": "FULL"}
+R = TypeVar("R", bound=pydantic.BaseModel)
+
+
+class SqliteStore:
+    """A :class:`~pai_actors.Store` in a SQLite file: ``SqliteStore("app.db")``.
+
+    The database is opened (and created, or migrated forward) at construction; ``close()``
+    it, or use the store as a context manager (``with`` or ``async with``). Reopening the
+    same path, in this process or another, finds every committed transaction.
+
+    Durability: the file is in WAL mode. ``durability="normal"`` (``synchronous=NORMAL``,
+    the default) survives a crash of the process at any point: a commit that returned is
+    kept. A power loss or an operating-system crash may lose the last commits (never
+    corrupt the file or keep part of a transaction). ``durability="full"``
+    (``synchronous=FULL``) syncs the log on every commit, so a commit that returned also
+    survives a power loss; each commit then waits for an fsync (on a disk that honours it,
+    milliseconds rather than microseconds).
+
+    Versioning: the schema version is the database's ``user_version``. A file written by an
+    older release is migrated forward when it is opened; a file of a newer release is
+    refused with :class:`~pai_actors.StoreError` (upgrade pai_actors to open it).
+
+    Concurrency contract: every method is atomic with respect to other tasks and to
+    cancellation. ``commit`` runs one ``BEGIN IMMEDIATE`` … ``COMMIT`` synchronously on the
+    trio thread, so it either applies its whole batch and returns, or raises
+    (:class:`~pai_actors.StoreConflict`, or ``trio.Cancelled`` before it started) and
+    writes nothing. Readers see the last committed state. Several processes may open one
+    file; a writer waits for another process's write lock (blocking its trio thread, up to
+    ``busy_timeout`` seconds) and then raises :class:`~pai_actors.StoreError`. A store
+    object belongs to the thread that opened it.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        durability: Durability = "normal",
+        busy_timeout: float = 5.0,
+    ) -> None:
+        if durability not in _SYNCHRONOUS:
+            raise ValueError(
+                f"durability={durability!r} is not a durability level; use 'normal' (survives "
+                "process crashes) or 'full' (also survives power loss)"
+            )
+        self.path = os.fspath(path)
+        self.durability: Durability = durability
+        db = sqlite3.connect(self.path, isolation_level=None)
+        try:
+            db.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode != "wal" and self.path != ":memory:":
+                raise StoreError(
+                    f"SQLite could not put {self.path!r} in WAL mode (it is in {mode!r} mode); "
+                    "keep the database on a local file system"
+                )
+            db.execute(f"PRAGMA synchronous = {_SYNCHRONOUS[durability]}")
+            db.execute("PRAGMA foreign_keys = ON")
+            migrate(db, self.path)
+        except BaseException:
+            db.close()
+            raise
+        self._db: sqlite3.Connection | None = db
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({self.path!r}, durability={self.durability!r})"
+
+    def close(self) -> None:
+        """Close the database; further calls raise :class:`~pai_actors.StoreError`.
+        Closing twice is harmless."""
+        db, self._db = self._db, None
+        if db is not None:
+            db.close()
+
+    def __enter__(self) -> SqliteStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> SqliteStore:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise StoreError(f"{self!r} is closed; open the file again with SqliteStore(path)")
+        return self._db
+
+    # Writes.
+
+    def transaction(self) -> Transaction:
+        return Transaction(self)
+
+    async def commit(self, writes: Sequence[Write]) -> None:
+        db = self._connection()
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise StoreError(
+                f"cannot write to {self.path!r}: {exc}; another process holds its write lock "
+                "for too long, or the file is read-only"
+            ) from exc
+        try:
+            _apply(db, writes)
+            db.execute("COMMIT")
+        except BaseException as exc:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"SQLite refused a commit to {self.path!r}: {exc}") from exc
+            raise
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    # Reads: one checkpoint, then one statement (a snapshot of the last commit).
+
+    async def _rows(self, sql: str, *args: object) -> list[Any]:
+        db = self._connection()
+        await trio.lowlevel.checkpoint()
+        return db.execute(sql, args).fetchall()
+
+    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+        rows = await self._rows("SELECT json FROM threads WHERE thread_id = ?", thread_id)
+        return _load(ThreadRecord, rows[0][0]) if rows else None
+
+    async def list_threads(self, scope_key: str) -> list[ThreadRecord]:
+        rows = await self._rows(
+            "SELECT json FROM threads WHERE scope_key = ? ORDER BY seq", scope_key
+        )
+        return [_load(ThreadRecord, row[0]) for row in rows]
+
+    async def list_messages(self, thread_id: str) -> list[Message]:
+        rows = await self._rows(
+            "SELECT m.message_id, m.json, p.json FROM messages m LEFT JOIN parts p"
+            " ON p.thread_id = m.thread_id AND p.message_id = m.message_id"
+            " WHERE m.thread_id = ? ORDER BY m.seq, p.position",
+            thread_id,
+        )
+        messages = []
+        for _, group in itertools.groupby(rows, key=lambda row: row[0]):
+            [first, *rest] = group
+            wire = json.loads(first[1])
+            wire["parts"] = [json.loads(row[2]) for row in (first, *rest) if row[2] is not None]
+            messages.append(_load_message(wire))
+        return messages
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        rows = await self._rows("SELECT json FROM runs WHERE run_id = ?", run_id)
+        return _load(RunRecord, rows[0][0]) if rows else None
+
+    async def list_runs(self, thread_id: str) -> list[RunRecord]:
+        rows = await self._rows("SELECT json FROM runs WHERE thread_id = ? ORDER BY seq", thread_id)
+        return [_load(RunRecord, row[0]) for row in rows]
+
+    async def get_active_run(self, thread_id: str) -> RunRecord | None:
+        rows = await self._rows(
+            "SELECT json FROM runs WHERE thread_id = ? AND active = 1 ORDER BY seq LIMIT 1",
+            thread_id,
+        )
+        return _load(RunRecord, rows[0][0]) if rows else None
+
+    async def get_call(self, thread_id: str, tool_call_id: str) -> StoredCall | None:
+        rows = await self._rows(
+            "SELECT json FROM calls WHERE thread_id = ? AND tool_call_id = ?",
+            thread_id,
+            tool_call_id,
+        )
+        return _load(StoredCall, rows[0][0]) if rows else None
+
+    async def list_calls(self, thread_id: str) -> list[StoredCall]:
+        rows = await self._rows(
+            "SELECT json FROM calls WHERE thread_id = ? ORDER BY seq", thread_id
+        )
+        return [_load(StoredCall, row[0]) for row in rows]
+
+    async def get_pending_action(self, thread_id: str, action_id: str) -> OpenAction | None:
+        for action in await self.list_pending_actions(thread_id):
+            if action.ref.action_id == action_id:
+                return action
+        return None
+
+    async def list_pending_actions(self, thread_id: str) -> list[OpenAction]:
+        rows = await self._rows(
+            "SELECT json FROM calls WHERE thread_id = ? AND open = 1 ORDER BY seq", thread_id
+        )
+        return [action for row in rows for action in open_actions(_load(StoredCall, row[0]))]
+
+    async def list_scope_pending_actions(self, scope_key: str) -> list[OpenAction]:
+        rows = await self._rows(
+            "SELECT c.json FROM threads t JOIN calls c ON c.thread_id = t.thread_id"
+            " WHERE t.scope_key = ? AND c.open = 1 ORDER BY t.seq, c.seq",
+            scope_key,
+        )
+        return [action for row in rows for action in open_actions(_load(StoredCall, row[0]))]
+
+    async def list_tool_data(
+        self, thread_id: str, tool_call_id: str, channel: str
+    ) -> list[ToolDataItem]:
+        call = await self.get_call(thread_id, tool_call_id)  # parsed afresh: nothing shared
+        if call is None:
+            return []
+        return [
+            ToolDataItem(id=item.id, value=item.value, updated_at=item.updated_at)
+            for item in call.record.data.get(channel, ())
+        ]
+
+    async def read_file(self, file_id: str, *, scope_key: str) -> StoredFileBody | None:
+        rows = await self._rows(
+            "SELECT json, body FROM files WHERE file_id = ? AND scope_key = ?", file_id, scope_key
+        )
+        return StoredFileBody(_load(UploadedFile, rows[0][0]), bytes(rows[0][1])) if rows else None
+
+
+# Opening.
+
+
+# Records in and out.
+
+
+def _load(model: type[R], text: str) -> R:
+    try:
+        return model.model_validate_json(text)
+    except pydantic.ValidationError as exc:
+        raise StoreError(
+            f"a stored {model.__name__} cannot be read (an unknown shape version, or a file "
+            f"changed by hand): {exc}"
+        ) from exc
+
+
+def _load_message(wire: dict[str, Any]) -> Message:
+    try:
+        return Message.model_validate(wire)
+    except pydantic.ValidationError as exc:
+        raise StoreError(f"a stored message cannot be read: {exc}") from exc
+
+
+def _part_rows(thread_id: str, message: Message) -> list[tuple[str, str, str, int, str]]:
+    return [
+        (
+            thread_id,
+            message.id,
+            part.tool_call_id if isinstance(part, ToolPart) else f"#{index}",
+            index,
+            json.dumps(part.to_wire()),
+        )
+        for index, part in enumerate(message.parts)
+    ]
+
+
+def _message_json(message: Message) -> str:
+    wire = message.to_wire()
+    del wire["parts"]
+    return json.dumps(wire)
+
+
+_INSERT_PART = (
+    "INSERT INTO parts (thread_id, message_id, key, position, json) VALUES (?, ?, ?, ?, ?)"
+    " ON CONFLICT DO UPDATE SET json = excluded.json"
+)
+
+
+def _apply(db: sqlite3.Connection, writes: Sequence[Write]) -> None:
+    """Apply ``writes`` in order inside the open transaction; :class:`StoreConflict` for the
+    first that conflicts (the caller rolls back). The checks and messages are MemoryStore's."""
+    known: set[str] = set()  # threads seen to exist in this transaction (never deleted)
+
+    def need_thread(thread_id: str, key: str) -> None:
+        if thread_id in known:
+            return
+        if db.execute("SELECT 1 FROM threads WHERE thread_id = ?", (thread_id,)).fetchone():
+            known.add(thread_id)
+            return
+        raise StoreConflict(key, f"its thread {thread_id!r} does not exist; create it first")
+
+    def has_message(thread_id: str, message_id: str) -> bool:
+        return bool(
+            db.execute(
+                "SELECT 1 FROM messages WHERE thread_id = ? AND message_id = ?",
+                (thread_id, message_id),
+            ).fetchone()
+        )
+
+    for write in writes:
+        if isinstance(write, PutCall):  # the most frequent write first
+            call, stored = write.call, write.stored
+            key = f"call {call.tool_call_id!r}"
+            need_thread(call.thread_id, key)
+            found = db.execute(
+                "SELECT revision FROM calls WHERE thread_id = ? AND tool_call_id = ?",
+                (call.thread_id, call.tool_call_id),
+            ).fetchone()
+            _check_revision(None if found is None else found[0], call.revision, key)
+            values = (int(bool(open_actions(stored))), stored.model_dump_json())
+            if found is None:
+                db.execute(
+                    "INSERT INTO calls (thread_id, tool_call_id, seq, revision, open, json)"
+                    " VALUES (?1, ?2, (SELECT coalesce(max(seq), 0) + 1 FROM calls"
+                    " WHERE thread_id = ?1), ?3, ?4, ?5)",
+                    (call.thread_id, call.tool_call_id, stored.revision, *values),
+                )
+            else:
+                db.execute(
+                    "UPDATE calls SET revision = ?, open = ?, json = ?"
+                    " WHERE thread_id = ? AND tool_call_id = ?",
+                    (stored.revision, *values, call.thread_id, call.tool_call_id),
+                )
+        elif isinstance(write, PutToolPart):
+            key = f"message {write.message_id!r}"
+            need_thread(write.thread_id, key)
+            if not has_message(write.thread_id, write.message_id):
+                raise StoreConflict(key, "does not exist; append it before putting parts in it")
+            db.execute(
+                "INSERT INTO parts (thread_id, message_id, key, position, json)"
+                " VALUES (?1, ?2, ?3, (SELECT coalesce(max(position), -1) + 1 FROM parts"
+                " WHERE thread_id = ?1 AND message_id = ?2), ?4)"
+                " ON CONFLICT DO UPDATE SET json = excluded.json",
+                (
+                    write.thread_id,
+                    write.message_id,
+                    write.part.tool_call_id,
+                    json.dumps(write.part.to_wire()),
+                ),
+            )
+        elif isinstance(write, CreateThread):
+            record = write.thread
+            key = f"thread {record.thread_id!r}"
+            if db.execute(
+                "SELECT 1 FROM threads WHERE thread_id = ?", (record.thread_id,)
+            ).fetchone():
+                raise StoreConflict(key, "already exists; a thread is created once")
+            db.execute(
+                "INSERT INTO threads (thread_id, scope_key, seq, json) VALUES (?1, ?2,"
+                " (SELECT coalesce(max(seq), 0) + 1 FROM threads WHERE scope_key = ?2), ?3)",
+                (record.thread_id, record.scope_key, record.model_dump_json()),
+            )
+            known.add(record.thread_id)
+        elif isinstance(write, AppendMessage):
+            message = write.message
+            key = f"message {message.id!r}"
+            need_thread(write.thread_id, key)
+            if has_message(write.thread_id, message.id):
+                raise StoreConflict(key, "already exists; use replace_message to change it")
+            db.execute(
+                "INSERT INTO messages (thread_id, message_id, seq, json) VALUES (?1, ?2,"
+                " (SELECT coalesce(max(seq), 0) + 1 FROM messages WHERE thread_id = ?1), ?3)",
+                (write.thread_id, message.id, _message_json(message)),
+            )
+            db.executemany(_INSERT_PART, _part_rows(write.thread_id, message))
+        elif isinstance(write, ReplaceMessage):
+            message = write.message
+            key = f"message {message.id!r}"
+            need_thread(write.thread_id, key)
+            if not has_message(write.thread_id, message.id):
+                raise StoreConflict(key, "does not exist; use append_message to add it")
+            db.execute(
+                "UPDATE messages SET json = ? WHERE thread_id = ? AND message_id = ?",
+                (_message_json(message), write.thread_id, message.id),
+            )
+            db.execute(
+                "DELETE FROM parts WHERE thread_id = ? AND message_id = ?",
+                (write.thread_id, message.id),
+            )
+            db.executemany(_INSERT_PART, _part_rows(write.thread_id, message))
+        elif isinstance(write, PutRun):
+            _put_run(db, write, need_thread)
+        elif isinstance(write, SaveFile):
+            file = write.file
+            key = f"file {file.file_id!r}"
+            if db.execute("SELECT 1 FROM files WHERE file_id = ?", (file.file_id,)).fetchone():
+                raise StoreConflict(key, "already exists; a file is saved once")
+            db.execute(
+                "INSERT INTO files (file_id, scope_key, json, body) VALUES (?, ?, ?, ?)",
+                (file.file_id, file.scope_key, file.model_dump_json(), write.body),
+            )
+        else:
+            assert_never(write)
+
+
+def _put_run(
+    db: sqlite3.Connection, write: PutRun, need_thread: Callable[[str, str], None]
+) -> None:
+    run, stored = write.run, write.stored
+    key = f"run {run.run_id!r}"
+    found = db.execute(
+        "SELECT revision, thread_id FROM runs WHERE run_id = ?", (run.run_id,)
+    ).fetchone()
+    _check_revision(None if found is None else found[0], run.revision, key)
+    if found is not None and found[1] != run.thread_id:
+        raise StoreConflict(
+            key, f"belongs to thread {found[1]!r}; it cannot move to {run.thread_id!r}"
+        )
+    need_thread(run.thread_id, key)
+    if run.active:
+        other = db.execute(
+            "SELECT run_id, json FROM runs WHERE thread_id = ? AND active = 1 AND run_id != ?",
+            (run.thread_id, run.run_id),
+        ).fetchone()
+        if other is not None:
+            raise StoreConflict(
+                key,
+                f"thread {run.thread_id!r} already has the active run {other[0]!r} "
+                f"({_load(RunRecord, other[1]).status}); a thread has one run at a time, end "
+                "that one first",
+            )
+    if found is None:
+        db.execute(
+            "INSERT INTO runs (run_id, thread_id, seq, revision, active, json) VALUES (?1, ?2,"
+            " (SELECT coalesce(max(seq), 0) + 1 FROM runs WHERE thread_id = ?2), ?3, ?4, ?5)",
+            (
+                run.run_id,
+                run.thread_id,
+                stored.revision,
+                int(stored.active),
+                stored.model_dump_json(),
+            ),
+        )
+    else:
+        db.execute(
+            "UPDATE runs SET revision = ?, active = ?, json = ? WHERE run_id = ?",
+            (stored.revision, int(stored.active), stored.model_dump_json(), run.run_id),
+        )
+
+
+def _check_revision(stored: int | None, revision: int, key: str) -> None:
+    # The same conflicts, in the same words, as MemoryStore's ``_check_revision``.
+    if stored is None:
+        if revision != 0:
+            raise StoreConflict(
+                key,
+                f"does not exist, but was written with revision {revision}; a new record "
+                "has revision 0",
+            )
+        return
+    if revision == 0:
+        raise StoreConflict(key, "already exists; read it and write the changed record back")
+    if stored != revision:
+        raise StoreConflict(
+            key,
+            f"was written with revision {revision}, but the store holds revision "
+            f"{stored}: another writer changed it; read it again and re-apply",
+        )

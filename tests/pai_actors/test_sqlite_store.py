@@ -1,0 +1,305 @@
+"""SqliteStore: the conformance suite on files, schema versioning, durability settings, and a
+runtime that suspends, closes, reopens the file and resumes."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+from pydantic import BaseModel
+
+from pai_actors import (
+    Message,
+    ResumeEntry,
+    SqliteStore,
+    Store,
+    StoreConflict,
+    StoreError,
+    SuspendPoint,
+    TextPart,
+    ThreadRecord,
+    ToolContext,
+    ToolPart,
+    define_agent,
+    define_tool,
+)
+from pai_actors import _sqlite_schema as sqlite_store_module
+from pai_actors.testing import ScriptedModel, check_store, create_test_runtime, text, tool_call
+
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def sqlite_stores(
+    directory: Path, durability: Any = "normal"
+) -> Callable[[str], AbstractAsyncContextManager[SqliteStore]]:
+    """``open_store(name)``: the store in ``directory / f"{name}.db"``, closed on exit."""
+
+    @asynccontextmanager
+    async def open_store(name: str) -> AsyncIterator[SqliteStore]:
+        async with SqliteStore(directory / f"{name}.db", durability=durability) as store:
+            yield store
+
+    return open_store
+
+
+def thread(thread_id: str) -> ThreadRecord:
+    return ThreadRecord(thread_id=thread_id, scope_key="a", created_at=T0)
+
+
+@pytest.mark.parametrize("durability", ["normal", "full"])
+async def test_sqlite_store_conforms(tmp_path: Path, durability: str) -> None:
+    with trio.fail_after(30):
+        await check_store(sqlite_stores(tmp_path, durability))
+
+
+async def test_sqlite_store_conforms_under_an_autojump_clock(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    with trio.fail_after(10):  # virtual seconds: a thread hop would trip this
+        await check_store(sqlite_stores(tmp_path))
+
+
+def test_sqlite_store_is_a_store(tmp_path: Path) -> None:
+    with SqliteStore(tmp_path / "x.db") as opened:
+        store: Store = opened  # mypy checks the protocol here
+        assert isinstance(store.transaction().writes, tuple)
+        assert repr(opened) == f"SqliteStore({str(tmp_path / 'x.db')!r}, durability='normal')"
+
+
+@pytest.mark.parametrize(("durability", "synchronous"), [("normal", 1), ("full", 2)])
+def test_durability_sets_wal_and_synchronous(
+    tmp_path: Path, durability: Any, synchronous: int
+) -> None:
+    with SqliteStore(tmp_path / "x.db", durability=durability) as store:
+        db = store._db  # the private connection: synchronous is a per-connection setting
+        assert db is not None
+        assert db.execute("PRAGMA synchronous").fetchone()[0] == synchronous
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+
+
+def test_an_unknown_durability_is_refused_at_construction(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"use 'normal'.*or 'full'"):
+        SqliteStore(tmp_path / "x.db", durability="extra")  # type: ignore[arg-type]
+    assert not (tmp_path / "x.db").exists()
+
+
+def user_version(path: Path) -> int:
+    db = sqlite3.connect(path)
+    try:
+        return int(db.execute("PRAGMA user_version").fetchone()[0])
+    finally:
+        db.close()
+
+
+def test_a_new_file_gets_the_current_schema_version(tmp_path: Path) -> None:
+    SqliteStore(tmp_path / "x.db").close()
+    assert user_version(tmp_path / "x.db") == sqlite_store_module.SCHEMA_VERSION == 1
+
+
+async def test_a_version_0_empty_database_is_migrated_to_1(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    sqlite3.connect(path).close()  # an empty SQLite database: user_version 0, no tables
+    assert user_version(path) == 0
+    with SqliteStore(path) as store:
+        async with store.transaction() as tx:
+            tx.create_thread(thread("t1"))
+        assert await store.get_thread("t1") == thread("t1")
+    assert user_version(path) == 1
+
+
+async def test_an_older_store_migrates_forward_and_keeps_its_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "x.db"
+    with SqliteStore(path) as store:
+        async with store.transaction() as tx:
+            tx.create_thread(thread("t1"))
+
+    def add_notes(db: sqlite3.Connection) -> None:
+        db.execute("CREATE TABLE notes (note TEXT)")
+
+    monkeypatch.setattr(
+        sqlite_store_module, "_MIGRATIONS", (*sqlite_store_module._MIGRATIONS, add_notes)
+    )
+    monkeypatch.setattr(sqlite_store_module, "SCHEMA_VERSION", 2)
+    with SqliteStore(path) as store:
+        assert await store.get_thread("t1") == thread("t1")
+    assert user_version(path) == 2
+    db = sqlite3.connect(path)
+    try:
+        assert db.execute("SELECT count(*) FROM notes").fetchone() == (0,)
+    finally:
+        db.close()
+
+
+def test_a_failed_migration_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "x.db"
+    SqliteStore(path).close()
+
+    def broken(db: sqlite3.Connection) -> None:
+        db.execute("CREATE TABLE half (x)")
+        raise RuntimeError("migration bug")
+
+    monkeypatch.setattr(
+        sqlite_store_module, "_MIGRATIONS", (*sqlite_store_module._MIGRATIONS, broken)
+    )
+    monkeypatch.setattr(sqlite_store_module, "SCHEMA_VERSION", 2)
+    with pytest.raises(RuntimeError, match="migration bug"):
+        SqliteStore(path)
+    assert user_version(path) == 1
+    db = sqlite3.connect(path)
+    try:
+        assert db.execute("SELECT name FROM sqlite_master WHERE name = 'half'").fetchall() == []
+    finally:
+        db.close()
+
+
+def test_a_newer_store_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+    SqliteStore(path).close()
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA user_version = 7")
+    db.close()
+    with pytest.raises(StoreError, match=r"schema version 7.*up to 1: upgrade pai_actors"):
+        SqliteStore(path)
+    assert user_version(path) == 7
+
+
+def test_a_database_of_another_application_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE threads (x)")
+    db.close()
+    with pytest.raises(StoreError, match="not a pai_actors store"):
+        SqliteStore(path)
+
+
+async def test_a_closed_store_says_so(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "x.db")
+    store.close()
+    store.close()  # harmless
+    with pytest.raises(StoreError, match="is closed; open the file again"):
+        await store.get_thread("t1")
+    with pytest.raises(StoreError, match="is closed"):
+        async with store.transaction() as tx:
+            tx.create_thread(thread("t1"))
+
+
+async def test_a_conflict_rolls_back_and_reads_like_memory_store(tmp_path: Path) -> None:
+    with SqliteStore(tmp_path / "x.db") as store:
+        async with store.transaction() as tx:
+            tx.create_thread(thread("t1"))
+        tx = store.transaction()
+        tx.append_message("t1", Message(id="m1", role="user", parts=(TextPart(text="x"),)))
+        tx.create_thread(thread("t1"))
+        with pytest.raises(StoreConflict, match="thread 't1': already exists") as info:
+            await store.commit(tx.writes)
+        assert info.value.key == "thread 't1'"
+        assert await store.list_messages("t1") == []
+        db = store._db
+        assert db is not None
+        assert not db.in_transaction
+
+
+async def test_putting_one_tool_part_writes_one_row(tmp_path: Path) -> None:
+    def part(n: int, state: Any = "input-available") -> ToolPart:
+        return ToolPart(type="tool-t", tool_name="t", tool_call_id=f"c{n}", state=state)
+
+    big = Message(id="m1", role="assistant", parts=tuple(part(n) for n in range(200)))
+    with SqliteStore(tmp_path / "x.db") as store:
+        async with store.transaction() as tx:
+            tx.create_thread(thread("t1"))
+            tx.append_message("t1", big)
+        db = store._db
+        assert db is not None
+        before = db.total_changes
+        done = part(7).model_copy(update={"state": "output-available"})
+        async with store.transaction() as tx:
+            tx.put_tool_part("t1", "m1", done)
+        assert db.total_changes - before == 1
+        [got] = await store.list_messages("t1")
+        assert got.parts[7] == done
+        assert got.parts[:7] == big.parts[:7]
+        assert got.parts[8:] == big.parts[8:]
+
+
+# A runtime on the file: suspend, close everything, reopen, resume.
+
+
+class Summary(BaseModel):
+    summary: str
+
+
+class Decision(BaseModel):
+    approved: bool
+
+
+def approval_tool() -> Any:
+    async def execute(ctx: ToolContext) -> Any:
+        if isinstance(ctx.entry, ResumeEntry):
+            return {"approved": ctx.entry.resume.approved}
+        return ctx.suspend("approval", {"summary": ctx.input.summary})
+
+    return define_tool(
+        id="test.request-approval.v1",
+        description="Ask a human to approve.",
+        input_schema=Summary,
+        suspend={"approval": SuspendPoint(suspend_schema=Summary, resume_schema=Decision)},
+        execute=execute,
+    )
+
+
+async def test_a_runtime_suspends_closes_reopens_the_file_and_resumes(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    path = tmp_path / "x.db"
+    agent = define_agent(name="a", tools={"requestApproval": approval_tool()})
+    model = ScriptedModel([[tool_call("requestApproval", {"summary": "s"})]])
+    with trio.fail_after(10):
+        with SqliteStore(path) as store:
+            async with create_test_runtime(agent, model=model, store=store) as rt:
+                thread_id = await rt.create_thread("s")
+                await rt.send(thread_id, "go")
+                await rt.wait_idle(thread_id)
+        model = ScriptedModel([text("resumed")])
+        with SqliteStore(path) as reopened:
+            async with create_test_runtime(agent, model=model, store=reopened) as rt:
+                [action] = await rt.pending_actions(thread_id)
+                assert action.name == "requestApproval.approval"
+                assert [r.status for r in (await rt.get_state(thread_id)).runs] == ["waiting"]
+                assert (await action.submit({"approved": True})).status == "accepted"
+                await rt.wait_idle(thread_id)
+                state = await rt.get_state(thread_id)
+    assert [r.status for r in state.runs] == ["completed"]
+    assert state.messages[-1].parts[0].to_wire() == {"type": "text", "text": "resumed"}
+    with SqliteStore(path) as again:
+        assert await again.list_pending_actions(thread_id) == []
+        assert [r.status for r in await again.list_runs(thread_id)] == ["completed"]
+
+
+async def test_test_runtimes_on_the_same_file_never_reuse_ids(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    agent = define_agent(name="a", tools={})
+    path = tmp_path / "ids.db"
+    ids = []
+    for _ in range(2):
+        with SqliteStore(path) as store:
+            async with create_test_runtime(
+                agent, model=ScriptedModel([text("hi")]), store=store
+            ) as rt:
+                thread_id = await rt.create_thread("s")
+                ids.append((thread_id, await rt.send(thread_id, "go")))
+                await rt.wait_idle(thread_id)
+    assert ids[0] != ids[1]
+    assert ids[1][0].startswith("thread_g")
