@@ -4,7 +4,8 @@ A scripted model stands in for an LLM (the demo needs no network or API key): it
 the ``sendInvoice`` tool. The tool reports its progress as tool data and suspends at its
 ``approval`` point; the demo plays the client that watches the thread live and submits the
 pending action (first with an invalid payload, which is rejected while the action stays
-pending); the call resumes, reports progress again (transient items only reach the
+pending); the process stops and a new runtime opens the same SQLite file, where the call
+waited; the call resumes, reports progress again (transient items only reach the
 watcher) and returns; the model answers. Last, the transcript shows every part in the AI
 SDK's native states with the runtime's sidecars.
 """
@@ -12,7 +13,9 @@ SDK's native states with the runtime's sidecars.
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -24,6 +27,7 @@ from ._create import counter_ids, create_agent_runtime
 from ._define_tool import define_tool
 from ._parts import ToolPart
 from ._scripted_model import ScriptedModel, text, tool_call
+from ._sqlite_store import SqliteStore
 from ._tool import SuspendPoint
 from ._watch import (
     MessageAppended,
@@ -88,42 +92,55 @@ async def run_approval_demo(say: Callable[[str], None] = print) -> list[str]:
             text("The invoice to ACME is sent."),
         ]
     )
-    async with create_agent_runtime(agent, model=model, new_id=counter_ids()) as rt:
-        thread_id = await rt.create_thread(scope_key="tenant-a")
-        async with rt.watch(thread_id) as watch:
-            say("1. The user asks; the model calls sendInvoice, which reports progress and")
-            say("   suspends for approval. What a client watching the thread receives:")
-            await rt.send(thread_id, "Please invoice ACME for 120.")
-            await rt.wait_idle(thread_id)
-            _show_updates(watch, say)
-            [action] = await rt.pending_actions(thread_id)
-            say(f"   The pending action: {action.name!r}, input {action.input}")
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "demo.db"
+        with SqliteStore(path) as store:
+            async with create_agent_runtime(
+                agent, model=model, store=store, new_id=counter_ids()
+            ) as rt:
+                thread_id = await rt.create_thread(scope_key="tenant-a")
+                async with rt.watch(thread_id) as watch:
+                    say("1. The user asks; the model calls sendInvoice, which reports progress")
+                    say("   and suspends for approval. What a client watching the thread gets:")
+                    await rt.send(thread_id, "Please invoice ACME for 120.")
+                    await rt.wait_idle(thread_id)
+                    _show_updates(watch, say)
+                [action] = await rt.pending_actions(thread_id)
+                say(f"   The pending action: {action.name!r}, input {action.input}")
 
-            rejected = await action.submit({"approved": "yes please"})
-            say(f"\n2. An invalid submission is {rejected.status}; the action stays pending:")
-            say(f"   {rejected.error}".replace("\n", "\n   "))
-            still = [a.name for a in await rt.pending_actions(thread_id)]
-            say(f"   pending actions now: {still}")
-
-            accepted = await action.submit({"approved": True})
-            say(f"\n3. A valid submission is {accepted.status}; the call resumes, the run goes on:")
-            await rt.wait_idle(thread_id)
-            _show_updates(watch, say)
-
-        state = await rt.get_state(thread_id)
-        say("\n4. The transcript, as get_state() returns it (AI SDK part states + sidecars):")
-        for message in state.messages:
-            for part in message.parts:
-                if isinstance(part, ToolPart):
-                    say(f"   {message.role}: {_describe(part)}")
-                else:
-                    say(f"   {message.role}: {part.text!r}")
-        statuses: list[str] = [run.status for run in state.runs]
-        say(f"   run: {statuses[-1]}")
-        [part] = [p for m in state.messages for p in m.parts if isinstance(p, ToolPart)]
-        say("\n   The tool part on the wire (camelCase, readable by an AI SDK client):")
-        wire = json.dumps(part.to_wire(), indent=2, ensure_ascii=False)
-        say("   " + wire.replace("\n", "\n   "))
+                rejected = await action.submit({"approved": "yes please"})
+                say(f"\n2. An invalid submission is {rejected.status}; the action stays pending:")
+                say(f"   {rejected.error}".replace("\n", "\n   "))
+        say(f"\n3. The process stops. Nothing runs now; the call waits in {path.name}:")
+        with SqliteStore(path) as store:
+            async with create_agent_runtime(
+                agent, model=model, store=store, new_id=counter_ids("g2_")
+            ) as rt:
+                still = [(a.name, a.ref.action_id) for a in await rt.pending_actions(thread_id)]
+                say(f"   a new runtime on the same file lists the pending actions: {still}")
+                [action] = await rt.pending_actions(thread_id)
+                async with rt.watch(thread_id) as watch:
+                    accepted = await action.submit({"approved": True})
+                    say(
+                        f"\n4. A valid submission is {accepted.status}; the call resumes in the "
+                        "new runtime:"
+                    )
+                    await rt.wait_idle(thread_id)
+                    _show_updates(watch, say)
+                state = await rt.get_state(thread_id)
+    say("\n5. The transcript, as get_state() returns it (AI SDK part states + sidecars):")
+    for message in state.messages:
+        for part in message.parts:
+            if isinstance(part, ToolPart):
+                say(f"   {message.role}: {_describe(part)}")
+            else:
+                say(f"   {message.role}: {part.text!r}")
+    statuses: list[str] = [run.status for run in state.runs]
+    say(f"   run: {statuses[-1]}")
+    [part] = [p for m in state.messages for p in m.parts if isinstance(p, ToolPart)]
+    say("\n   The tool part on the wire (camelCase, readable by an AI SDK client):")
+    wire = json.dumps(part.to_wire(), indent=2, ensure_ascii=False)
+    say("   " + wire.replace("\n", "\n   "))
     return statuses
 
 
