@@ -98,6 +98,12 @@ class ToolRegistration:
                 f"{where}: needs_approval must be True, False or a function returning one, "
                 f"got {_show(self.needs_approval)}"
             )
+        if self.needs_approval is not False and not self.tool.has_execute:
+            _fail(
+                f"{where}: needs_approval asks a person before execute runs, but this tool "
+                "has no execute (a client supplies its output, which is the decision already); "
+                "drop needs_approval, or give the tool an execute"
+            )
 
     @property
     def has_dynamic_description(self) -> bool:

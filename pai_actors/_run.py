@@ -80,6 +80,7 @@ from ._run_io import (
     write_call,
 )
 from ._state import RunStatus
+from ._trigger import is_notification
 from ._watch import ToolDataUpdated
 
 if TYPE_CHECKING:
@@ -275,13 +276,20 @@ async def _loop(
             client_data=live.client_data,
             client_tools=live.client_tools,
         )
-        history = await model_messages(await rt.store.list_messages(thread.thread_id), agent.tools)
+        messages = await rt.store.list_messages(thread.thread_id)
+        seen = {m.id for m in messages}
+        history = await model_messages(messages, agent.tools)
         request = ModelRequest(agent.instructions, history, dict(prepared.tools))
         message_id = rt.new_id("msg")
         stored = await read_step(rt, live, request, message_id, prepared.client_tools)
         live.stepping = False
         rt.message_index[message_id] = (live.thread_id, live.run_id)
         if not stored:
+            # A notification (ctx.trigger) that arrived during this step was not in its
+            # request: the run goes on to another step rather than leave it unanswered.
+            latest = await rt.store.list_messages(thread.thread_id)
+            if any(is_notification(m) and m.id not in seen for m in latest):
+                continue
             await _set_status(rt, live, "completed")
             return
         for call, tool_input in stored:

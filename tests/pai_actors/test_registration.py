@@ -96,6 +96,16 @@ def test_enabled_must_be_a_bool_or_a_function() -> None:
     )
 
 
+def test_needs_approval_needs_a_tool_with_execute() -> None:
+    external = define_tool(id="example.ask", description="A client answers.", input_schema=Query)
+    assert registration_error(external, needs_approval=True) == (
+        "ToolRegistration of tool 'example.ask': needs_approval asks a person before execute "
+        "runs, but this tool has no execute (a client supplies its output, which is the "
+        "decision already); drop needs_approval, or give the tool an execute"
+    )
+    assert ToolRegistration(backend(), needs_approval=True).needs_approval is True
+
+
 def test_map_context_must_be_a_function() -> None:
     assert registration_error(backend(), map_context={"region": "north"}) == (
         "ToolRegistration of tool 'example.report': map_context must be a function of "

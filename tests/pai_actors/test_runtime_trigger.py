@@ -10,9 +10,11 @@ import trio.testing
 from pydantic import BaseModel
 
 from pai_actors import (
+    Finish,
     MemoryStore,
     ModelSystemMessage,
     RuntimeClosed,
+    TextDelta,
     ToolContext,
     define_agent,
     define_tool,
@@ -143,3 +145,31 @@ async def test_trigger_refuses_what_is_not_a_notification(
         assert (await rt.get_state(thread_id)).messages == ()
     with pytest.raises(RuntimeClosed):
         await rt.trigger(thread_id, "too late")
+
+
+async def test_a_notification_during_the_final_model_step_is_answered_in_the_same_run(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    class Slow:
+        def __init__(self) -> None:
+            self.seen: list[list[str]] = []
+
+        async def stream(self, request: Any) -> Any:
+            self.seen.append(saw_notification(request))
+            yield TextDelta(f"answer {len(self.seen)}")
+            await trio.sleep(10)
+            yield Finish("stop")
+
+    model = Slow()
+    agent = define_agent(name="a", tools={})
+    with trio.fail_after(100):
+        async with create_test_runtime(agent, model=model) as rt:
+            thread_id = await rt.create_thread("s")
+            await rt.send(thread_id, "hi")
+            await trio.sleep(5)  # the model is streaming its answer
+            await rt.trigger(thread_id, "ping")
+            await rt.wait_idle(thread_id)
+            state = await rt.get_state(thread_id)
+    assert model.seen == [[], ["ping"]]
+    assert [m.role for m in state.messages] == ["user", "system", "assistant", "assistant"]
+    assert [r.status for r in state.runs] == ["completed"]
