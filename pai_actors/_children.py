@@ -312,6 +312,9 @@ class BoundTool:
                 f"abort_signal must be an AbortSignal (AbortController().signal), got "
                 f"{abort_signal!r}"
             )
+        if abort_signal is not None and abort_signal.aborted:  # never starts
+            reason = abort_signal.reason
+            raise calls.refuse(self.name, "it was aborted" + (f": {reason}" if reason else ""))
         return await calls.run(self.name, self._registration, raw_input, abort_signal)
 
 

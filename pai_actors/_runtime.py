@@ -233,6 +233,7 @@ class AgentRuntime:
     ) -> LiveRun:
         agent_id = self._thread_agents[thread.thread_id]
         return LiveRun(
+            status="waiting" if run.status == "waiting" else "running",
             thread=thread,
             run=run,
             agent_id=agent_id,

@@ -424,3 +424,26 @@ def test_an_illegal_child_that_bypassed_define_tool_is_refused_at_runtime_creati
     agent = define_agent(name="a", tools={"p": smuggled})
     with pytest.raises(RuntimeConfigError, match=r"tools\['p'\]\.tools\['ask'\] has no execute"):
         create_test_runtime(agent, model=ScriptedModel([]))
+
+
+async def test_a_child_called_with_an_aborted_signal_never_starts(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    started: list[str] = []
+
+    def child_execute(ctx: ToolContext) -> Any:
+        started.append("child")
+        return {"total": 0}
+
+    async def execute(ctx: ToolContext) -> Any:
+        controller = AbortController()
+        controller.abort("too late")
+        try:
+            await ctx.tools.add.execute({"a": 1, "b": 2}, abort_signal=controller.signal)
+        except ToolInvocationError as exc:
+            return str(exc)
+        return "ran"
+
+    parts, *_ = await run(parent({"add": adder(execute=child_execute)}, execute))
+    assert parts[0].output == "child tool 'add' of tool 'p': it was aborted: too late"
+    assert started == []

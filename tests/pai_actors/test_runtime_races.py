@@ -594,3 +594,42 @@ async def test_a_run_shows_running_while_a_resume_executes(
             release.set()
             await rt.wait_idle(tid)
             assert [r.status for r in (await rt.get_state(tid)).runs] == ["completed"]
+
+
+async def test_a_run_a_new_runtime_resumes_shows_running_while_the_resume_executes(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    entered = trio.Event()
+    release = trio.Event()
+
+    async def execute(ctx: ToolContext) -> Any:
+        if isinstance(ctx.entry, ResumeEntry):
+            entered.set()
+            await release.wait()
+            return "ok"
+        return ctx.suspend("approval", {"summary": "s"})
+
+    tool = define_tool(
+        id="t.slow-resume.v1",
+        description="Ask, then work.",
+        input_schema=Summary,
+        suspend={"approval": SuspendPoint(suspend_schema=Summary, resume_schema=Decision)},
+        execute=execute,
+    )
+    agent = define_agent(name="a", tools={"ask": tool})
+    model = ScriptedModel([[tool_call("ask", {"summary": "s"})], text("done")])
+    store = MemoryStore()
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=model, store=store) as rt:
+            tid = await rt.create_thread("s")
+            await rt.send(tid, "go")
+            await rt.wait_idle(tid)
+        async with create_test_runtime(agent, model=model, store=store.reopen()) as rt:
+            [action] = await rt.pending_actions(tid)
+            assert (await action.submit({"approved": True})).status == "accepted"
+            await entered.wait()
+            await trio.testing.wait_all_tasks_blocked()
+            assert [r.status for r in (await rt.get_state(tid)).runs] == ["running"]
+            release.set()
+            await rt.wait_idle(tid)
+            assert [r.status for r in (await rt.get_state(tid)).runs] == ["completed"]
