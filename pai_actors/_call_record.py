@@ -105,6 +105,10 @@ class CallRecord:
     ``output`` / ``error_text`` hold the outcome once ``phase == "done"``. ``output_action``
     is the state of the implicit output action of a tool without ``execute`` (``None`` when
     there is none). ``approval`` is the approval it asked for (``None``: none was needed).
+    ``entry_started`` records, durably, that ``execute`` began for the call's current entry
+    (set when the step is stored for an initial entry, and by the actor right before it
+    re-enters ``execute`` after an accepted submission): an ``executing`` call whose entry
+    started, found by a runtime with no live actor for it, was interrupted.
     ``observed`` records that the registration's ``on_output`` ran for the
     output (the runtime sets it; a call whose registration has no ``on_output`` keeps
     ``False``). ``version`` is the version of this stored shape.
@@ -123,6 +127,7 @@ class CallRecord:
     episodes: tuple[Episode, ...] = ()
     output_action: EpisodeState | None = None
     approval: Approval | None = None
+    entry_started: bool = False
     cancelled: Cancellation | None = None
     data: Mapping[str, tuple[DataItem, ...]] = field(default_factory=lambda: frozen_mapping(None))
     observed: bool = False
@@ -148,9 +153,11 @@ class CallRecord:
 
     @property
     def resume_action_id(self) -> str | None:
-        """The action whose accepted submission the call goes on from while ``executing``:
-        its latest submitted episode, or its approval when it has no episode yet."""
-        if self.phase != "executing":
+        """While ``executing`` with its entry not yet started (see ``entry_started``), what
+        the call goes on from: its latest submitted episode, its approval when it has no
+        episode, or its ``tool_call_id`` for an initial entry to run again (an interrupted
+        call whose registration re-runs it). ``None`` otherwise."""
+        if self.phase != "executing" or self.entry_started:
             return None
         if self.episodes:
             last = self.episodes[-1]
@@ -158,7 +165,7 @@ class CallRecord:
         approval = self.approval
         if approval is not None and approval.state == "submitted" and approval.approved:
             return approval.id
-        return None
+        return self.tool_call_id
 
     @property
     def pending_episode(self) -> Episode | None:

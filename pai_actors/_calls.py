@@ -119,7 +119,7 @@ def input_available(record: CallRecord, spec: CallSpec, raw_input: object) -> St
         return _finish(record, "output-error", None, str(exc))
     record = replace(record, input=data, input_text="")
     if spec.has_execute:
-        return Step(replace(record, phase="executing"), (Execute(parsed),))
+        return Step(replace(record, phase="executing", entry_started=True), (Execute(parsed),))
     opened = ActionOpened(record.tool_call_id, record.action_name(None), None, data)
     return Step(replace(record, phase="awaiting_output", output_action="pending"), (opened,))
 
@@ -198,10 +198,63 @@ def _respond(record: CallRecord, approval: Approval, payload: object, at: dateti
     )
     resolved = ActionResolved(approval.id, "submitted")
     if approved:
-        record = replace(record, phase="executing", approval=responded)
+        record = replace(record, phase="executing", approval=responded, entry_started=False)
         return Submission(record, ActionResult.accepted(), (resolved,))
     step = _finish(replace(record, approval=responded), "output-denied", None, None)
     return Submission(step.record, ActionResult.accepted(), (resolved, *step.effects))
+
+
+def start_entry(record: CallRecord) -> CallRecord:
+    """The actor is about to re-enter ``execute`` for the call's accepted submission (or
+    re-run it): from now on, a process that stops means the call was interrupted."""
+    _expect(record, "the start of an entry", "executing")
+    if record.entry_started:
+        raise InvalidTransition(f"call {record.tool_call_id!r} already started its entry")
+    return replace(record, entry_started=True)
+
+
+def reentry_action_id(record: CallRecord) -> str | None:
+    """The accepted action an ``executing`` call re-enters ``execute`` from (its latest
+    submitted episode, or its approval when it has no episode), started or not; ``None`` for
+    an initial entry."""
+    if record.phase != "executing":
+        return None
+    if record.episodes:
+        last = record.episodes[-1]
+        return last.action_id if last.state == "submitted" else None
+    approval = record.approval
+    if approval is not None and approval.state == "submitted" and approval.approved:
+        return approval.id
+    return None
+
+
+def unstart_entry(record: CallRecord) -> CallRecord:
+    """A closing runtime found the re-entry it had marked started never began ``execute``:
+    mark it not started again, so that the next runtime runs it (it is stored intent)."""
+    _expect(record, "an entry that did not start", "executing")
+    return replace(record, entry_started=False)
+
+
+INTERRUPTED_TEXT = (
+    "The tool call was interrupted: the process running it stopped before it finished, "
+    "and it was not run again."
+)
+
+
+def interrupt_call(record: CallRecord, *, rerun: bool, at: datetime) -> Step:
+    """A runtime found the call started (or still streaming) with nothing running it: the
+    process stopped. With ``rerun`` (the registration opts in), an ``executing`` call's
+    entry is to run again; otherwise the call ends in ``output-error`` saying so. Only an
+    unfinished call whose entry started can be interrupted."""
+    _aware(at)
+    if record.phase == "executing" and record.entry_started and rerun:
+        return Step(replace(record, entry_started=False), ())
+    if record.phase == "streaming" or (record.phase == "executing" and record.entry_started):
+        return _finish(record, "output-error", None, INTERRUPTED_TEXT)
+    raise InvalidTransition(
+        f"call {record.tool_call_id!r} ({record.phase}) is not running, so it cannot have "
+        "been interrupted"
+    )
 
 
 def cancel_call(record: CallRecord, reason: str | None, *, at: datetime) -> Step:
@@ -249,7 +302,9 @@ def suspend(
     except (OutputNotJSON, ValidationFailed) as exc:
         return _finish(record, "output-error", None, str(exc))
     episode = Episode(action_id=action_id, name=name, input=shown, suspended_at=at)
-    record = replace(record, phase="suspended", episodes=(*record.episodes, episode))
+    record = replace(
+        record, phase="suspended", episodes=(*record.episodes, episode), entry_started=False
+    )
     opened = ActionOpened(action_id, record.action_name(name), name, shown)
     return Step(record, (opened,))
 
@@ -290,6 +345,7 @@ def submit(
     except (OutputNotJSON, ValidationFailed) as exc:
         return Submission(record, ActionResult.rejected(str(exc)), ())
     record = _resolve_episode(record, found, "submitted", at, resume_json, phase="executing")
+    record = replace(record, entry_started=False)
     effects: tuple[Effect, ...] = (
         ActionResolved(action_id, "submitted"),
         Resume(found.name, parsed, action_id, record.action_name(found.name)),

@@ -154,6 +154,7 @@ class _CallShape(_Shape):
     episodes: tuple[_EpisodeShape, ...] = ()
     output_action: EpisodeState | None = None
     approval: _ApprovalShape | None = None
+    entry_started: bool = False
     cancelled: _CancellationShape | None = None
     data: dict[str, tuple[_DataItemShape, ...]] = Field(default_factory=dict)
     observed: bool = False

@@ -59,7 +59,10 @@ class ToolRegistration:
     callback with the same keyword arguments returning one; a disabled tool is not offered
     to the model and takes no new calls. ``on_output`` observes each settled output.
     ``needs_approval`` asks for the user's approval before a call runs (agent registrations
-    only). Callbacks may be sync or async; ``identity`` is trusted, ``client_data`` is not.
+    only). ``rerun_interrupted`` consents to running a call again when the process running
+    it stopped before it finished (by default such a call ends in ``output-error`` and is
+    never run twice: only opt in for an ``execute`` that is safe to repeat). Callbacks may be
+    sync or async; ``identity`` is trusted, ``client_data`` is not.
 
     Every argument is checked here, and a misuse raises :class:`DefinitionError`. A
     registration compares by identity; the same definition may be registered many times,
@@ -71,6 +74,7 @@ class ToolRegistration:
     enabled: bool | ContextCallback = field(default=True, kw_only=True)
     on_output: Callable[..., Any] | None = field(default=None, kw_only=True)
     needs_approval: bool | Callable[..., Any] = field(default=False, kw_only=True)
+    rerun_interrupted: bool = field(default=False, kw_only=True)
 
     def __post_init__(self) -> None:
         if not isinstance(self.tool, ToolDefinition):
@@ -98,6 +102,11 @@ class ToolRegistration:
                 f"{where}: needs_approval must be True, False or a function returning one, "
                 f"got {_show(self.needs_approval)}"
             )
+        if not isinstance(self.rerun_interrupted, bool):
+            _fail(
+                f"{where}: rerun_interrupted must be True or False, got "
+                f"{_show(self.rerun_interrupted)}"
+            )
         if self.needs_approval is not False and not self.tool.has_execute:
             _fail(
                 f"{where}: needs_approval asks a person before execute runs, but this tool "
@@ -118,6 +127,7 @@ class ToolRegistration:
                 ("enabled", self.enabled, True),
                 ("on_output", self.on_output, None),
                 ("needs_approval", self.needs_approval, False),
+                ("rerun_interrupted", self.rerun_interrupted, False),
             ]
             if value is not default
         ]

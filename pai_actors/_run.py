@@ -43,7 +43,10 @@ from ._calls import (
     finish_failure,
     finish_output,
     not_offered,
+    reentry_action_id,
+    start_entry,
     suspend,
+    unstart_entry,
     write_data,
 )
 from ._children import ChildCalls, child_registrations
@@ -375,11 +378,15 @@ async def record_cancelled(
             record = call.record
             if call.run_id != run_id or record.phase == "done":
                 continue
+            reentry = reentry_action_id(record)
             if keep_pending and (
                 record.phase in ("suspended", "awaiting_output", "awaiting_approval")
-                or (resumable(record) and record.resume_action_id not in started)
+                or resumable(record)
+                or (reentry is not None and reentry not in started)
             ):
                 kept = True
+                if record.phase == "executing" and record.entry_started:  # never began
+                    cancelled.append((call, unstart_entry(record)))
                 continue
             cancelled.append((call, cancel_call(record, reason, at=rt.now()).record))
         try:
@@ -500,7 +507,7 @@ class _CallDriver:
         try:
             if isinstance(message, StartCall):
                 step = await self._execute(InitialEntry(), spec, message.input, thread)
-            elif not self.record.episodes:  # approved: its first execution
+            elif not self.record.episodes:  # approved, or re-run: its first execution
                 started = self.record.resume_action_id
                 parsed = self._parsed_input(spec)
                 step = await self._execute(InitialEntry(), spec, parsed, thread, started)
@@ -561,8 +568,9 @@ class _CallDriver:
         )
         if registration.tool.tools:
             return await self._execute_with_children(registration, ctx, spec, started)
-        if started is not None:  # no checkpoint between this and ``execute``
-            self.live.resumes_started.add(started)
+        if started is not None:  # a re-entry: started, durably, before ``execute`` runs
+            await self.write(start_entry(self.record))
+            self.live.resumes_started.add(started)  # no checkpoint between this and execute
         try:
             result = await self._call_execute(registration, ctx)
         except Exception as exc:
@@ -625,8 +633,9 @@ class _CallDriver:
                     child.tool.capabilities, live, thread
                 ),
             )
-            if started is not None:  # no checkpoint between this and ``execute``
-                live.resumes_started.add(started)
+            if started is not None:  # a re-entry: started, durably, before ``execute`` runs
+                await self.write(start_entry(self.record))
+                live.resumes_started.add(started)  # no checkpoint between this and execute
             try:
                 result = await self._call_execute(registration, replace(ctx, tools=calls.map))
             except Exception as exc:

@@ -41,8 +41,8 @@ from supervisors import Supervisor, open_supervisor
 from ._acquire import Binding, Capabilities, acquire_capabilities
 from ._actions import ActionResult, PendingActionRef
 from ._agent import AgentDefinition
-from ._call_record import CallSpec
-from ._calls import cancel_action, fail_action, submit
+from ._call_record import CallRecord, CallSpec
+from ._calls import cancel_action, fail_action, interrupt_call, submit
 from ._capability import Capability
 from ._clock import Clock
 from ._context import ToolThread
@@ -65,6 +65,7 @@ from ._records import ClientToolRecord, RunRecord, StoredCall, ThreadRecord
 from ._registration import ClientTool, call_callback
 from ._resolution import resolve
 from ._run import LiveRun, record_cancelled, resumable, run_actor
+from ._run_io import stage_call
 from ._state import ThreadState
 from ._store import Store, Transaction
 from ._trigger import is_notification, notification_message
@@ -338,21 +339,57 @@ class AgentRuntime:
         calls = await self.store.list_calls(thread_id)
         check_migration(thread_id, calls, self.agent_of(thread_id).tools)
         index_calls(self.message_index, calls)
+        active = await self.store.get_active_run(thread_id)
+        if active is not None and self._orphaned(active):
+            # No actor runs it: a runtime closed (or its process stopped) under it.
+            run_calls = [c for c in calls if c.run_id == active.run_id]
+            if any(_interrupted(c.record) for c in run_calls):
+                await self._record_interrupted(active, run_calls)
+                calls = await self.store.list_calls(thread_id)
+                run_calls = [c for c in calls if c.run_id == active.run_id]
+            if not run_calls:  # its process stopped in its first model step: do it again
+                self.activate_run_soon(thread_id, active.run_id, None)
+            elif all(c.record.phase == "done" for c in run_calls):
+                # An accepted cancel/fail/output (or an interruption) ended its last call
+                # before the run went on: nothing is resumable, yet it must reach the model.
+                self.activate_soon(run_calls[-1])
         for call in calls:
             if resumable(call.record):
                 self.activate_soon(call)
-        active = await self.store.get_active_run(thread_id)
-        if active is not None and active.run_id not in self._runs:
-            # An accepted cancel/fail/output that ended the last call, in a runtime that closed
-            # before the run went on: nothing is resumable, yet the run must reach the model.
-            run_calls = [c for c in calls if c.run_id == active.run_id]
-            if run_calls and all(c.record.phase == "done" for c in run_calls):
-                self.activate_soon(run_calls[-1])
         if active is None and thread_id not in self._continuing:
             messages = await self.store.list_messages(thread_id)
             if messages and is_notification(messages[-1]):  # appended, never answered
                 self._continue_soon(thread_id)
         return thread
+
+    def _orphaned(self, run: RunRecord) -> bool:
+        """Whether no actor of this runtime runs ``run`` or is about to (one runtime per
+        store: an active run without an actor here has none anywhere)."""
+        return not (
+            run.run_id in self._runs
+            or run.run_id in self._activating
+            or run.run_id in self._cancelling
+            or run.thread_id in self._threads
+            or run.thread_id in self._sending
+        )
+
+    async def _record_interrupted(self, run: RunRecord, calls: list[StoredCall]) -> None:
+        """Record the run's calls that a stopped process left started as interrupted (or,
+        for registrations with ``rerun_interrupted``, make them run again), in one commit."""
+        agent = self.agent_of(run.thread_id)
+        try:
+            async with self.transaction() as tx:
+                for call in calls:
+                    if not _interrupted(call.record):
+                        continue
+                    registration = (
+                        None if call.record.dynamic else agent.tools.get(call.record.name)
+                    )
+                    rerun = registration is not None and registration.rerun_interrupted
+                    step = interrupt_call(call.record, rerun=rerun, at=self.now())
+                    stage_call(tx, call, step.record)
+        except StoreConflict:  # changed meanwhile (another task recorded it): judge later
+            _log.info("interrupted calls of run %r changed while recorded", run.run_id)
 
     async def trigger(
         self, thread_id: str, notification: str, *, data: Any = None, hidden: bool = False
@@ -639,7 +676,11 @@ class AgentRuntime:
 
     def activate_soon(self, call: StoredCall) -> None:
         """Activate the run of ``call`` in a runtime-owned task (unless it is alive)."""
-        run_id = call.run_id
+        self.activate_run_soon(call.thread_id, call.run_id, call.message_id)
+
+    def activate_run_soon(self, thread_id: str, run_id: str, message_id: str | None) -> None:
+        """Activate a run that is not alive, in a runtime-owned task: it goes on from the
+        calls of the message ``message_id`` (``None``: from its next model step)."""
         if (
             self.closing
             or self._nursery is None
@@ -648,14 +689,13 @@ class AgentRuntime:
             or run_id in self._cancelling
         ):
             return
-        self._activating[run_id] = call.thread_id
-        self._nursery.start_soon(self._activate, call)
+        self._activating[run_id] = thread_id
+        self._nursery.start_soon(self._activate, thread_id, run_id, message_id)
 
-    async def _activate(self, call: StoredCall) -> None:
+    async def _activate(self, thread_id: str, run_id: str, message_id: str | None) -> None:
         """Start the actor of a run that is not alive, if its stored run is still active."""
-        run_id = call.run_id
         try:
-            thread = await self.thread(call.thread_id)
+            thread = await self.thread(thread_id)
             run = await self.store.get_run(run_id)
             if run is None or not run.active:
                 return
@@ -664,7 +704,7 @@ class AgentRuntime:
                 run,
                 tuple(ClientTool(t.name, t.description, t.input_schema) for t in run.client_tools),
             )
-            live.resume_message_id = call.message_id
+            live.resume_message_id = message_id
             # Read the run again (it may have been cancelled meanwhile) and start it with no
             # await in between: the actor starts from the latest revision, or not at all.
             run = await self.store.get_run(run_id)
@@ -674,7 +714,7 @@ class AgentRuntime:
                 or self.closing
                 or run_id in self._runs
                 or run_id in self._cancelling
-                or call.thread_id in self._threads
+                or thread_id in self._threads
             ):
                 return
             live.run = run
@@ -684,3 +724,9 @@ class AgentRuntime:
         finally:
             del self._activating[run_id]
             self.notify()
+
+
+def _interrupted(record: CallRecord) -> bool:
+    """Whether a call no actor runs was cut off: streaming, or executing an entry that had
+    started."""
+    return record.phase == "streaming" or (record.phase == "executing" and record.entry_started)

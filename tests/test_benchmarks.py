@@ -25,16 +25,25 @@ from benchmarks import (
     tree_teardown,
     vs_pykka,
     vs_pykka_sequential,
+    w1_concurrent,
+    w1_concurrent_pydantic_ai,
+    w1_sequential,
+    w1_sequential_pydantic_ai,
+    w2_memory,
+    w2_resume,
+    w2_suspend,
 )
+from benchmarks import reopen as reopen_figure
 from benchmarks.__main__ import FULL, QUICK, main
+from benchmarks._durable import UNAVAILABLE, langgraph_installed, pydantic_ai_installed
 
 FIELDS: dict[str, type | tuple[type, ...]] = {
     "figure": str,
     "unit": str,
     "value": float,
     "baseline": str,
-    "baseline_value": float,
-    "ratio": float,
+    "baseline_value": (float, type(None)),
+    "ratio": (float, type(None)),
     "ratio_of": str,
     "target": (str, type(None)),
     "met": (bool, type(None)),
@@ -51,14 +60,26 @@ def check_record_json(line: str) -> dict[str, object]:
     for key, kind in FIELDS.items():
         kinds = kind if isinstance(kind, tuple) else (kind,)
         assert type(data[key]) in kinds, (key, data[key])
-    assert data["ratio_of"] in ("throughput", "time")
+    assert data["ratio_of"] in ("throughput", "time", "value")
     if data["target"] is None:  # an informational figure
         assert data["met"] is None
     else:
         assert str(data["target"]).split(" ")[0] in (">=", "<=")
-        assert type(data["met"]) is bool
     assert data["n"] > 0
-    assert data["baseline_n"] > 0
+    if data["baseline_value"] is None:  # a value figure, or a peer that is not installed
+        assert data["ratio"] is None
+        assert data["baseline_n"] == 0
+        if data["ratio_of"] != "value":
+            assert data["met"] is None
+            assert str(data["baseline"]).endswith(UNAVAILABLE)
+        elif data["target"] is not None:
+            assert type(data["met"]) is bool
+    else:
+        assert data["ratio_of"] != "value"
+        assert type(data["ratio"]) is float
+        assert data["baseline_n"] > 0
+        if data["target"] is not None:
+            assert type(data["met"]) is bool
     return data
 
 
@@ -107,6 +128,59 @@ def test_figure_record_shape(run: Callable[[], Record], figure: str, ratio_of: s
     assert data["figure"] == figure
 
 
+PEER_FIGURES = [
+    (lambda: w1_sequential(3, peer_n=2, repeats=1), "w1_sequential", "throughput", "langgraph"),
+    (lambda: w1_concurrent(3, peer_n=2, repeats=1), "w1_concurrent", "throughput", "langgraph"),
+    (
+        lambda: w1_sequential_pydantic_ai(3, peer_n=2, repeats=1),
+        "w1_sequential_pydantic_ai",
+        "throughput",
+        "pydantic-ai",
+    ),
+    (
+        lambda: w1_concurrent_pydantic_ai(3, peer_n=2, repeats=1),
+        "w1_concurrent_pydantic_ai",
+        "throughput",
+        "pydantic-ai",
+    ),
+    (lambda: w2_suspend(3, repeats=1), "w2_suspend", "time", "langgraph"),
+    (lambda: w2_resume(3, repeats=1), "w2_resume", "throughput", "langgraph"),
+]
+
+
+@pytest.mark.parametrize(
+    ("run", "figure", "ratio_of", "peer"), PEER_FIGURES, ids=[f[1] for f in PEER_FIGURES]
+)
+def test_durable_figure_record_shape(
+    run: Callable[[], Record], figure: str, ratio_of: str, peer: str
+) -> None:
+    """Ours always runs; the peer's side runs when it is installed (``.[bench]``), and the
+    record says it is unavailable otherwise."""
+    record = run()
+    data = check_record_json(record.to_json())
+    assert (record.figure, record.ratio_of, record.n, record.repeats) == (figure, ratio_of, 3, 1)
+    assert record.value > 0
+    installed = langgraph_installed() if peer == "langgraph" else pydantic_ai_installed()
+    if installed:
+        assert record.baseline_value is not None
+        assert record.baseline_value > 0
+    else:
+        assert data["baseline"] == f"{peer} {UNAVAILABLE}"
+        assert (data["ratio"], data["met"]) == (None, None)
+
+
+def test_durable_value_figures_record_shape() -> None:
+    for record, figure, n in [
+        (w2_memory(20, repeats=1), "w2_memory", 20),
+        (reopen_figure(4, repeats=2), "reopen_100k", 4),
+    ]:
+        data = check_record_json(record.to_json())
+        assert (data["figure"], data["ratio_of"], data["n"]) == (figure, "value", n)
+        assert data["baseline_value"] is None
+        assert type(data["met"]) is bool
+    assert reopen_figure(4, repeats=2).value > 0
+
+
 def test_tree_size() -> None:
     assert tree_size(4, 10) == 11_111
     assert tree_size(2, 3) == 13
@@ -135,6 +209,14 @@ def test_cli_prints_one_line_per_figure(
         "tool_calls": lambda: tool_calls(2, repeats=1),
         "tool_calls_vs_pykka": lambda: tool_calls_vs_pykka(2, pykka_n=1, repeats=1),
         "cancel_run": lambda: cancel_run(2, repeats=1),
+        "w1_sequential": lambda: w1_sequential(2, peer_n=1, repeats=1),
+        "w1_concurrent": lambda: w1_concurrent(2, peer_n=1, repeats=1),
+        "w1_sequential_pydantic_ai": lambda: w1_sequential_pydantic_ai(2, peer_n=1, repeats=1),
+        "w1_concurrent_pydantic_ai": lambda: w1_concurrent_pydantic_ai(2, peer_n=1, repeats=1),
+        "w2_suspend": lambda: w2_suspend(2, repeats=1),
+        "w2_resume": lambda: w2_resume(2, repeats=1),
+        "w2_memory": lambda: w2_memory(5, repeats=1),
+        "reopen_100k": lambda: reopen_figure(2, repeats=1),
     }
     assert set(tiny) == set(FULL) == set(QUICK)
     for name, figure in tiny.items():

@@ -1,0 +1,233 @@
+"""What a runtime finds when the process before it stopped without closing (a crash).
+
+A crash is simulated by copying the store's committed state while a runtime is still live,
+then opening the next runtime on that copy: exactly what a new process finds on disk.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import trio
+import trio.testing
+from pydantic import BaseModel
+
+from pai_actors import (
+    Finish,
+    MemoryBacking,
+    MemoryStore,
+    ResumeEntry,
+    SuspendPoint,
+    TextDelta,
+    ToolContext,
+    ToolRegistration,
+    define_agent,
+    define_tool,
+)
+from pai_actors.testing import ScriptedModel, create_test_runtime, text, tool_call
+
+INTERRUPTED = (
+    "The tool call was interrupted: the process running it stopped before it finished, "
+    "and it was not run again."
+)
+
+
+class Job(BaseModel):
+    job: str
+
+
+class Decision(BaseModel):
+    approved: bool
+
+
+def crashed(store: MemoryStore) -> MemoryStore:
+    """A new store on what ``store`` has committed so far (as a restarted process sees it)."""
+    backing = MemoryBacking()
+    backing.tables = store.backing.tables
+    backing.sequence = itertools.count(1_000_000)
+    return MemoryStore(backing)
+
+
+def parts_of(state: Any) -> list[Any]:
+    return [p for m in state.messages for p in m.parts if p.type != "text"]
+
+
+def blocking_tool(runs: list[str], started: trio.Event, **registration: Any) -> Any:
+    async def execute(ctx: ToolContext) -> Any:
+        runs.append(ctx.input.job)
+        if len(runs) == 1:
+            started.set()
+            await trio.sleep_forever()  # the first process dies in here
+        return {"done": ctx.input.job}
+
+    tool = define_tool(id="t.job.v1", description="Job.", input_schema=Job, execute=execute)
+    return ToolRegistration(tool, **registration)
+
+
+async def crash_during_the_call(registration: Any, started: trio.Event) -> Any:
+    agent = define_agent(name="a", tools={"job": registration})
+    store = MemoryStore()
+    with trio.fail_after(10):
+        model = ScriptedModel([[tool_call("job", {"job": "j1"})]])
+        async with create_test_runtime(agent, model=model, store=store) as rt:
+            thread_id = await rt.create_thread("s")
+            await rt.send(thread_id, "go")
+            await started.wait()
+            await trio.testing.wait_all_tasks_blocked()
+            after_crash = crashed(store)  # the process dies here: nothing more is written
+        model = ScriptedModel([text("recovered")])
+        async with create_test_runtime(agent, model=model, store=after_crash) as rt:
+            await rt.wait_idle(thread_id)
+            return await rt.get_state(thread_id), model
+
+
+async def test_a_call_running_when_the_process_stopped_is_recorded_interrupted(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    runs: list[str] = []
+    started = trio.Event()
+    state, model = await crash_during_the_call(blocking_tool(runs, started), started)
+    [part] = parts_of(state)
+    assert (part.state, part.error_text) == ("output-error", INTERRUPTED)
+    assert runs == ["j1"]  # never run twice without consent
+    assert [r.status for r in state.runs] == ["completed"]  # the run went on to the model
+    assert len(model.requests) == 1
+
+
+async def test_a_registration_may_consent_to_running_an_interrupted_call_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    runs: list[str] = []
+    started = trio.Event()
+    registration = blocking_tool(runs, started, rerun_interrupted=True)
+    state, _ = await crash_during_the_call(registration, started)
+    [part] = parts_of(state)
+    assert (part.state, part.output) == ("output-available", {"done": "j1"})
+    assert runs == ["j1", "j1"]
+    assert [r.status for r in state.runs] == ["completed"]
+
+
+def approval_tool(resumed: list[str], block: bool) -> Any:
+    async def execute(ctx: ToolContext) -> Any:
+        if isinstance(ctx.entry, ResumeEntry):
+            resumed.append(ctx.thread.tool_call_id)
+            if block and len(resumed) == 1:
+                await trio.sleep_forever()
+            return {"approved": ctx.entry.resume.approved}
+        return ctx.suspend("approval", {"job": ctx.input.job})
+
+    return define_tool(
+        id="t.approve.v1",
+        description="Approve.",
+        input_schema=Job,
+        suspend={"approval": SuspendPoint(suspend_schema=Job, resume_schema=Decision)},
+        execute=execute,
+    )
+
+
+async def test_an_accepted_submission_whose_resume_never_started_is_resumed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    resumed: list[str] = []
+    agent = define_agent(name="a", tools={"ask": approval_tool(resumed, block=False)})
+    store = MemoryStore()
+    with trio.fail_after(10):
+        model = ScriptedModel([[tool_call("ask", {"job": "j"})]])
+        async with create_test_runtime(agent, model=model, store=store) as rt:
+            thread_id = await rt.create_thread("s")
+            await rt.send(thread_id, "go")
+            await rt.wait_idle(thread_id)
+            [action] = await rt.pending_actions(thread_id)
+            assert (await action.submit({"approved": True})).status == "accepted"
+            after_crash = crashed(store)  # dies before the run's actor looked at it
+        model = ScriptedModel([text("done")])
+        async with create_test_runtime(agent, model=model, store=after_crash) as rt:
+            await rt.wait_idle(thread_id)
+            state = await rt.get_state(thread_id)
+    [part] = parts_of(state)
+    assert (part.state, part.output) == ("output-available", {"approved": True})
+    assert resumed == ["call_1"]  # it ran once: here, from the stored intent
+
+
+async def test_a_resume_running_when_the_process_stopped_is_recorded_interrupted(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    resumed: list[str] = []
+    agent = define_agent(name="a", tools={"ask": approval_tool(resumed, block=True)})
+    store = MemoryStore()
+    with trio.fail_after(10):
+        model = ScriptedModel([[tool_call("ask", {"job": "j"})]])
+        async with create_test_runtime(agent, model=model, store=store) as rt:
+            thread_id = await rt.create_thread("s")
+            await rt.send(thread_id, "go")
+            await rt.wait_idle(thread_id)
+            [action] = await rt.pending_actions(thread_id)
+            assert (await action.submit({"approved": True})).status == "accepted"
+            await trio.testing.wait_all_tasks_blocked()  # the resume is running
+            assert resumed == ["call_1"]
+            after_crash = crashed(store)
+        model = ScriptedModel([text("done")])
+        async with create_test_runtime(agent, model=model, store=after_crash) as rt:
+            await rt.wait_idle(thread_id)
+            state = await rt.get_state(thread_id)
+    [part] = parts_of(state)
+    assert (part.state, part.error_text) == ("output-error", INTERRUPTED)
+    assert resumed == ["call_1"]
+    assert [s.state for s in part.suspensions] == ["submitted"]
+
+
+async def test_a_run_stopped_in_its_first_model_step_does_the_step_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    class Slow:
+        async def stream(self, request: Any) -> Any:
+            yield TextDelta("thinking")
+            await trio.sleep_forever()
+            yield Finish("stop")
+
+    agent = define_agent(name="a", tools={})
+    store = MemoryStore()
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=Slow(), store=store) as rt:
+            thread_id = await rt.create_thread("s")
+            await rt.send(thread_id, "go")
+            await trio.testing.wait_all_tasks_blocked()
+            after_crash = crashed(store)
+        model = ScriptedModel([text("answer")])
+        async with create_test_runtime(agent, model=model, store=after_crash) as rt:
+            await rt.wait_idle(thread_id)
+            state = await rt.get_state(thread_id)
+    assert [m.role for m in state.messages] == ["user", "assistant"]
+    assert [r.status for r in state.runs] == ["completed"]
+
+
+async def test_a_call_still_streaming_when_the_process_stopped_is_interrupted(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    from pai_actors import ToolInputDelta, ToolInputStart
+
+    class Streaming:
+        async def stream(self, request: Any) -> Any:
+            yield ToolInputStart("c1", "job")
+            yield ToolInputDelta("c1", '{"job": "j')
+            await trio.sleep_forever()
+            yield Finish("tool-calls")
+
+    runs: list[str] = []
+    agent = define_agent(name="a", tools={"job": blocking_tool(runs, trio.Event())})
+    store = MemoryStore()
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=Streaming(), store=store) as rt:
+            thread_id = await rt.create_thread("s")
+            await rt.send(thread_id, "go")
+            await trio.testing.wait_all_tasks_blocked()
+            after_crash = crashed(store)
+        model = ScriptedModel([text("answer")])
+        async with create_test_runtime(agent, model=model, store=after_crash) as rt:
+            await rt.wait_idle(thread_id)
+            state = await rt.get_state(thread_id)
+    [part] = parts_of(state)
+    assert (part.state, part.error_text) == ("output-error", INTERRUPTED)
+    assert runs == []
+    assert [r.status for r in state.runs] == ["completed"]
