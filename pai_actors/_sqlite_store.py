@@ -83,10 +83,11 @@ class SqliteStore:
     refused with :class:`~pai_actors.StoreError` (upgrade pai_actors to open it).
 
     Concurrency contract: every method is atomic with respect to other tasks and to
-    cancellation. ``commit`` runs one ``BEGIN IMMEDIATE`` … ``COMMIT`` synchronously on the
-    trio thread, so it either applies its whole batch and returns, or raises
-    (:class:`~pai_actors.StoreConflict`, or ``trio.Cancelled`` before it started) and
-    writes nothing. Readers see the last committed state. Several processes may open one
+    cancellation. ``commit`` is a group commit: the commits of every task ready in the same
+    scheduler tick share one ``BEGIN IMMEDIATE`` … ``COMMIT`` (each under a savepoint, run
+    synchronously on the trio thread), so each either applies its whole batch and returns,
+    or raises (:class:`~pai_actors.StoreConflict`, or ``trio.Cancelled`` before it joined a
+    group) and writes nothing. Readers see the last committed state. Several processes may open one
     file; a writer waits for another process's write lock (blocking its trio thread, up to
     ``busy_timeout`` seconds) and then raises :class:`~pai_actors.StoreError`. A store
     object belongs to the thread that opened it.
@@ -122,6 +123,7 @@ class SqliteStore:
             db.close()
             raise
         self._db: sqlite3.Connection | None = db
+        self._batch: list[_Commit] | None = None  # the group commit being gathered
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r}, durability={self.durability!r})"
@@ -166,25 +168,69 @@ class SqliteStore:
         return Transaction(self)
 
     async def commit(self, writes: Sequence[Write]) -> None:
+        """Apply ``writes`` atomically: group commit.
+
+        The first commit of a scheduler tick leads a group: it yields once (shielded), so
+        that the commits of every task ready in the same tick join it, then writes them all
+        in one SQLite transaction (one fsync under ``durability="full"``), each under its
+        own savepoint: a conflict refuses that writer's batch alone, in the order they
+        joined. Once a commit has joined a group it is not cancellable: it returns applied,
+        or raises with nothing of it written.
+        """
         db = self._connection()
         await trio.lowlevel.checkpoint_if_cancelled()
+        mine = _Commit(writes)
+        group = self._batch
+        if group is not None:  # a leader is gathering this tick's commits: join it
+            group.append(mine)
+            with trio.CancelScope(shield=True):
+                await mine.done.wait()
+        else:
+            group = self._batch = [mine]
+            await trio.lowlevel.cancel_shielded_checkpoint()  # let this tick's writers join
+            self._batch = None
+            self._write(db, group)
+        if mine.error is not None:
+            raise mine.error
+
+    def _write(self, db: sqlite3.Connection, group: list[_Commit]) -> None:
+        """Write a group in one transaction, each commit under its own savepoint."""
         try:
-            db.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            raise StoreError(
-                f"cannot write to {self.path!r}: {exc}; another process holds its write lock "
-                "for too long, or the file is read-only"
-            ) from exc
-        try:
-            _apply(db, writes)
-            db.execute("COMMIT")
-        except BaseException as exc:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
-                raise StoreError(f"SQLite refused a commit to {self.path!r}: {exc}") from exc
-            raise
-        await trio.lowlevel.cancel_shielded_checkpoint()
+            try:
+                db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise StoreError(
+                    f"cannot write to {self.path!r}: {exc}; another process holds its write "
+                    "lock for too long, or the file is read-only"
+                ) from exc
+            try:
+                for commit in group:
+                    db.execute("SAVEPOINT one_commit")
+                    try:
+                        _apply(db, commit.writes)
+                    except (StoreConflict, sqlite3.Error) as exc:
+                        db.execute("ROLLBACK TO one_commit")
+                        commit.error = (
+                            StoreError(f"SQLite refused a commit to {self.path!r}: {exc}")
+                            if isinstance(exc, sqlite3.Error)
+                            else exc
+                        )
+                    db.execute("RELEASE one_commit")
+                db.execute("COMMIT")
+            except BaseException as exc:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise StoreError(f"SQLite refused a commit to {self.path!r}: {exc}") from exc
+                raise
+        except BaseException as exc:  # nothing of the group was written
+            for commit in group:
+                commit.error = exc if commit.error is None else commit.error
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            for commit in group:
+                commit.done.set()
 
     # Reads: one checkpoint, then one statement (a snapshot of the last commit).
 
@@ -331,6 +377,17 @@ _INSERT_PART = (
     "INSERT INTO parts (thread_id, message_id, key, position, json) VALUES (?, ?, ?, ?, ?)"
     " ON CONFLICT DO UPDATE SET json = excluded.json"
 )
+
+
+class _Commit:
+    """One writer's batch in a group commit, and what became of it."""
+
+    __slots__ = ("done", "error", "writes")
+
+    def __init__(self, writes: Sequence[Write]) -> None:
+        self.writes = writes
+        self.error: BaseException | None = None
+        self.done = trio.Event()
 
 
 def _apply(db: sqlite3.Connection, writes: Sequence[Write]) -> None:

@@ -303,3 +303,47 @@ async def test_test_runtimes_on_the_same_file_never_reuse_ids(
                 await rt.wait_idle(thread_id)
     assert ids[0] != ids[1]
     assert ids[1][0].startswith("thread_g")
+
+
+async def test_commits_ready_in_one_tick_share_one_transaction_and_conflict_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    groups: list[int] = []
+    original = SqliteStore._write
+
+    def counting(self: SqliteStore, db: Any, group: Any) -> None:
+        groups.append(len(group))
+        original(self, db, group)
+
+    monkeypatch.setattr(SqliteStore, "_write", counting)
+    outcomes: dict[str, str] = {}
+    with SqliteStore(tmp_path / "g.db") as store:
+
+        async def create(name: str, record: Any) -> None:
+            try:
+                async with store.transaction() as tx:
+                    tx.create_thread(record)
+                outcomes[name] = "committed"
+            except StoreConflict:
+                outcomes[name] = "conflict"
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(create, "a", thread("t1"))
+            nursery.start_soon(create, "b", thread("t2"))
+            nursery.start_soon(create, "c", thread("t1"))  # the same id again: refused alone
+        assert groups == [3]
+        assert outcomes["b"] == "committed"
+        # Of the two writers of t1, whichever joined first committed; the other alone failed.
+        assert sorted([outcomes["a"], outcomes["c"]]) == ["committed", "conflict"]
+        assert await store.get_thread("t1") == thread("t1")
+        assert await store.get_thread("t2") == thread("t2")
+
+
+async def test_a_commit_cancelled_before_it_joins_a_group_writes_nothing(tmp_path: Path) -> None:
+    with SqliteStore(tmp_path / "c.db") as store:
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            async with store.transaction() as tx:
+                tx.create_thread(thread("t1"))
+        assert scope.cancelled_caught
+        assert await store.get_thread("t1") is None
