@@ -110,6 +110,7 @@ class AgentRuntime:
         self.agents = agents
         self.bindings: Mapping[str, Binding] = dict(bindings or {})
         self.max_file_bytes = max_file_bytes
+        self.on_close: list[Callable[[], object]] = []  # run once the runtime has closed
         self.default_agent_id = next(iter(agents))
         self.models = models
         self.store = store
@@ -162,6 +163,8 @@ class AgentRuntime:
             return await self._stack.__aexit__(exc_type, exc, tb)
         finally:
             self._hub.close()
+            for close in self.on_close:
+                close()
 
     # -- internals used by the actors -------------------------------------------------------
 

@@ -32,10 +32,11 @@ Fault injection helpers will follow.
 """
 
 import os
+import tempfile
 import weakref
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 
 from ._agent import AgentDefinition, Pai
 from ._clock import Clock
@@ -61,15 +62,17 @@ def create_test_runtime(
     agent: AgentDefinition | Pai,
     *,
     model: Model,
-    store: Store | None = None,
+    store: Store | Literal["memory", "sqlite"] | None = None,
     capabilities: Any = None,
     map_error: MapError | None = None,
     clock: Clock | None = None,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
 ) -> AgentRuntime:
     """An :class:`~pai_actors.AgentRuntime` for tests: ``model`` (usually a
-    :class:`ScriptedModel`) instead of the agent's, a new :class:`~pai_actors.MemoryStore`
-    unless ``store`` is given, and deterministic ids from a per-runtime counter, prefixed
+    :class:`ScriptedModel`) instead of the agent's, a store (``store``: a new
+    :class:`~pai_actors.MemoryStore` by default or with ``"memory"``; ``"sqlite"``: a
+    :class:`~pai_actors.SqliteStore` on a temporary file, removed when the runtime closes;
+    or the store given), and deterministic ids from a per-runtime counter, prefixed
     with the generation from the second runtime on the same store's data on (``run_g2_1``),
     so reopening a store never reuses an id.
 
@@ -77,7 +80,19 @@ def create_test_runtime(
     is 2026-01-01T00:00:00Z), so under ``trio.testing.MockClock`` every recorded time is the
     same on each run of a test."""
     ids = counter_ids()
-    if store is not None:
+    temporary: tempfile.TemporaryDirectory[str] | None = None
+    if store == "memory":
+        store = None
+    elif store == "sqlite":
+        temporary = tempfile.TemporaryDirectory(prefix="pai-actors-test-")
+        store = SqliteStore(os.path.join(temporary.name, "test.db"))
+    elif store is not None and not hasattr(store, "commit"):
+        raise TypeError(
+            f"create_test_runtime(store=...) takes a Store, 'memory' or 'sqlite', got {store!r}"
+        )
+    if isinstance(store, str):  # checked above; narrows the type
+        raise AssertionError(store)
+    if store is not None and temporary is None:
         if isinstance(store, SqliteStore):  # the same file, whatever store object opens it
             path = os.path.realpath(store.path)
             generation = _file_generations[path] = _file_generations.get(path, 0) + 1
@@ -87,7 +102,7 @@ def create_test_runtime(
             _generations[key] = generation
         if generation > 1:
             ids = counter_ids(f"g{generation}_")
-    return create_agent_runtime(
+    runtime = create_agent_runtime(
         agent,
         store=store,
         capabilities=capabilities,
@@ -97,6 +112,10 @@ def create_test_runtime(
         clock=trio_clock() if clock is None else clock,
         max_file_bytes=max_file_bytes,
     )
+    if temporary is not None:
+        assert isinstance(store, SqliteStore)
+        runtime.on_close.extend([store.close, temporary.cleanup])
+    return runtime
 
 
 _generations: weakref.WeakKeyDictionary[object, int] = weakref.WeakKeyDictionary()

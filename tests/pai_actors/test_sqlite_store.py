@@ -3,6 +3,7 @@ runtime that suspends, closes, reopens the file and resumes."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -347,3 +348,24 @@ async def test_a_commit_cancelled_before_it_joins_a_group_writes_nothing(tmp_pat
                 tx.create_thread(thread("t1"))
         assert scope.cancelled_caught
         assert await store.get_thread("t1") is None
+
+
+async def test_a_test_runtime_on_a_temporary_sqlite_file(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    agent = define_agent(name="a", tools={"requestApproval": approval_tool()})
+    model = ScriptedModel([[tool_call("requestApproval", {"summary": "s"})], text("Sent.")])
+    async with create_test_runtime(agent, model=model, store="sqlite") as rt:
+        assert isinstance(rt.store, SqliteStore)
+        path = Path(rt.store.path)
+        thread_id = await rt.create_thread("s")
+        await rt.send(thread_id, "go")
+        await rt.wait_idle(thread_id)
+        [action] = await rt.pending_actions(thread_id)
+        assert (await action.submit({"approved": True})).status == "accepted"
+        await rt.wait_idle(thread_id)
+        assert [r.status for r in (await rt.get_state(thread_id)).runs] == ["completed"]
+        assert os.path.exists(path)  # noqa: ASYNC240 - a test's quick local check
+    assert not os.path.exists(path)  # noqa: ASYNC240 - removed with the runtime
+    with pytest.raises(TypeError, match="takes a Store, 'memory' or 'sqlite'"):
+        create_test_runtime(agent, model=model, store="postgres")  # type: ignore[arg-type]
