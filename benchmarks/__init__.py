@@ -24,6 +24,10 @@ JSON line (see :class:`Record`). The figures:
 - ``cancel_run``: seconds for ``cancel_run`` to record every call of a run with many calls
   in flight as cancelled, vs cancelling a nursery of as many sleeping tasks. Target: ratio
   of times <= 3.
+- ``w1_sequential``, ``w1_concurrent``, ``w1_*_pydantic_ai``, ``w2_suspend``, ``w2_resume``,
+  ``w2_memory``, ``reopen_100k``: conversations whose tool call suspends for approval in a
+  SQLite file, against LangGraph and pydantic-ai (``pip install .[bench]``; without them the
+  peer figures report our value and no ratio). See :mod:`benchmarks._durable`.
 
 Each figure is a function that takes its sizes, so a test can run it tiny. Timing lives
 here, never in a test.
@@ -31,6 +35,14 @@ here, never in a test.
 
 from ._ask import ask_round_trip as ask_round_trip
 from ._cancel_run import cancel_run as cancel_run
+from ._durable import reopen as reopen
+from ._durable import w1_concurrent as w1_concurrent
+from ._durable import w1_concurrent_pydantic_ai as w1_concurrent_pydantic_ai
+from ._durable import w1_sequential as w1_sequential
+from ._durable import w1_sequential_pydantic_ai as w1_sequential_pydantic_ai
+from ._durable import w2_memory as w2_memory
+from ._durable import w2_resume as w2_resume
+from ._durable import w2_suspend as w2_suspend
 from ._harness import Record as Record
 from ._harness import Target as Target
 from ._spawn_exit import spawn_exit as spawn_exit
@@ -47,6 +59,7 @@ __all__ = [
     "Target",
     "ask_round_trip",
     "cancel_run",
+    "reopen",
     "spawn_exit",
     "spawn_exit_scoped",
     "tool_calls",
@@ -55,4 +68,11 @@ __all__ = [
     "tree_teardown",
     "vs_pykka",
     "vs_pykka_sequential",
+    "w1_concurrent",
+    "w1_concurrent_pydantic_ai",
+    "w1_sequential",
+    "w1_sequential_pydantic_ai",
+    "w2_memory",
+    "w2_resume",
+    "w2_suspend",
 ]

@@ -8,6 +8,16 @@ from collections.abc import Callable, Sequence
 
 from ._ask import ask_round_trip
 from ._cancel_run import cancel_run
+from ._durable import (
+    reopen,
+    w1_concurrent,
+    w1_concurrent_pydantic_ai,
+    w1_sequential,
+    w1_sequential_pydantic_ai,
+    w2_memory,
+    w2_resume,
+    w2_suspend,
+)
 from ._harness import Record
 from ._spawn_exit import spawn_exit, spawn_exit_scoped
 from ._teardown import tree_teardown
@@ -28,6 +38,16 @@ FULL: dict[str, Figure] = {
     # pykka starts a thread per actor: both sides at 1,000 calls at once.
     "tool_calls_vs_pykka": lambda: tool_calls_vs_pykka(1_000, pykka_n=1_000, repeats=3),
     "cancel_run": lambda: cancel_run(10_000, repeats=3),
+    # Durable approvals on SQLite vs the peers (LangGraph, pydantic-ai: pip install .[bench]).
+    "w1_sequential": lambda: w1_sequential(1_000, peer_n=1_000, repeats=3),
+    "w1_concurrent": lambda: w1_concurrent(1_000, peer_n=1_000, repeats=3),
+    "w1_sequential_pydantic_ai": lambda: w1_sequential_pydantic_ai(1_000, peer_n=1_000, repeats=3),
+    "w1_concurrent_pydantic_ai": lambda: w1_concurrent_pydantic_ai(1_000, peer_n=1_000, repeats=3),
+    # One measurement (cached) gives both W2 times; LangGraph takes tens of seconds per side.
+    "w2_suspend": lambda: w2_suspend(10_000, repeats=1),
+    "w2_resume": lambda: w2_resume(10_000, repeats=1),
+    "w2_memory": lambda: w2_memory(10_000, repeats=1),
+    "reopen_100k": lambda: reopen(100_000, repeats=3),
 }
 QUICK: dict[str, Figure] = {
     "spawn_exit": lambda: spawn_exit(2_000, repeats=3),
@@ -39,13 +59,24 @@ QUICK: dict[str, Figure] = {
     "tool_calls": lambda: tool_calls(500, repeats=3),
     "tool_calls_vs_pykka": lambda: tool_calls_vs_pykka(200, pykka_n=200, repeats=3),
     "cancel_run": lambda: cancel_run(1_000, repeats=3),
+    "w1_sequential": lambda: w1_sequential(20, peer_n=20, repeats=2),
+    "w1_concurrent": lambda: w1_concurrent(20, peer_n=20, repeats=2),
+    "w1_sequential_pydantic_ai": lambda: w1_sequential_pydantic_ai(20, peer_n=20, repeats=2),
+    "w1_concurrent_pydantic_ai": lambda: w1_concurrent_pydantic_ai(20, peer_n=20, repeats=2),
+    "w2_suspend": lambda: w2_suspend(100, repeats=1),
+    "w2_resume": lambda: w2_resume(100, repeats=1),
+    "w2_memory": lambda: w2_memory(500, repeats=1),
+    "reopen_100k": lambda: reopen(1_000, repeats=1),
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks",
-        description="Benchmark supervisors against bare trio (and pykka); one JSON line each.",
+        description=(
+            "Benchmark supervisors against bare trio (and pykka), and durable approvals "
+            "against LangGraph and pydantic-ai; one JSON line each."
+        ),
     )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(

@@ -22,7 +22,7 @@ from typing import Literal, TypeAlias
 TimedRun: TypeAlias = Callable[[], float]
 """Runs one side once and returns the seconds spent in its measured part."""
 
-RatioOf: TypeAlias = Literal["throughput", "time"]
+RatioOf: TypeAlias = Literal["throughput", "time", "value"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,18 +56,24 @@ class Record:
     """Unit of ``value`` and ``baseline_value``."""
     value: float
     baseline: str
-    """What the figure is compared against (measured in the same run)."""
-    baseline_value: float
-    ratio: float
+    """What the figure is compared against (measured in the same run), or why it is not."""
+    baseline_value: float | None
+    """``None`` when there is no baseline: a ``value`` figure, or a peer that is not
+    installed (``baseline`` then says how to install it)."""
+    ratio: float | None
+    """``None`` exactly when ``baseline_value`` is."""
     ratio_of: RatioOf
     """``throughput``: value / baseline_value, higher is better. ``time``: value /
-    baseline_value in seconds, lower is better."""
+    baseline_value in seconds, lower is better. ``value``: no baseline; the target bounds
+    ``value`` itself (a budget, such as bytes per call)."""
     target: str | None
     """``None`` for an informational figure, which has no target."""
     met: bool | None
+    """``None`` for an informational figure, and when the baseline is unavailable."""
     n: int
     """Operations per timed repetition of the candidate (``baseline_n`` for the baseline)."""
     baseline_n: int
+    """``0`` when there is no baseline."""
     repeats: int
     """Repetitions of each side; ``value`` and ``baseline_value`` are the best of them."""
 
@@ -78,8 +84,10 @@ class Record:
                 "unit": self.unit,
                 "value": _round(self.value),
                 "baseline": self.baseline,
-                "baseline_value": _round(self.baseline_value),
-                "ratio": round(self.ratio, 3),
+                "baseline_value": (
+                    None if self.baseline_value is None else _round(self.baseline_value)
+                ),
+                "ratio": None if self.ratio is None else round(self.ratio, 3),
                 "ratio_of": self.ratio_of,
                 "target": self.target,
                 "met": self.met,
@@ -168,5 +176,61 @@ def time_record(
         met=target.met_by(ratio),
         n=n,
         baseline_n=n,
+        repeats=repeats,
+    )
+
+
+def value_record(
+    figure: str,
+    *,
+    unit: str,
+    value: float,
+    target: Target,
+    n: int,
+    repeats: int,
+    baseline: str = "none: the target bounds the value",
+) -> Record:
+    """A figure with no baseline, whose ``target`` bounds ``value`` itself."""
+    return Record(
+        figure=figure,
+        unit=unit,
+        value=value,
+        baseline=baseline,
+        baseline_value=None,
+        ratio=None,
+        ratio_of="value",
+        target=str(target),
+        met=target.met_by(value),
+        n=n,
+        baseline_n=0,
+        repeats=repeats,
+    )
+
+
+def unavailable_record(
+    figure: str,
+    *,
+    unit: str,
+    value: float,
+    baseline: str,
+    ratio_of: RatioOf,
+    target: Target | None,
+    n: int,
+    repeats: int,
+) -> Record:
+    """A figure whose baseline could not be measured (a peer that is not installed):
+    ``value`` is reported, with no ratio and ``met`` ``None``."""
+    return Record(
+        figure=figure,
+        unit=unit,
+        value=value,
+        baseline=baseline,
+        baseline_value=None,
+        ratio=None,
+        ratio_of=ratio_of,
+        target=str(target) if target is not None else None,
+        met=None,
+        n=n,
+        baseline_n=0,
         repeats=repeats,
     )
