@@ -161,6 +161,8 @@ class LiveRun:
     changed: bool = False
     busy: bool = True
     stepping: bool = False
+    passivated: bool = False
+    waiting_message_id: str | None = None
     cancelling: bool = False
     live_calls: set[str] = field(default_factory=set)
     resumes_started: set[str] = field(default_factory=set)
@@ -267,8 +269,10 @@ async def _loop(
     if not live.context_resolved:
         live.runtime_context = await resolve_runtime_context(agent, scope)
         live.context_resolved = True
-    if live.resume_message_id is not None:
-        await _wait_calls(rt, live, calls, mailbox, live.resume_message_id)
+    if live.resume_message_id is not None and not await _wait_calls(
+        rt, live, calls, mailbox, live.resume_message_id
+    ):
+        return  # passivated
     while True:
         live.stepping = True
         await _set_status(rt, live, "running")
@@ -298,7 +302,8 @@ async def _loop(
         for call, tool_input in stored:
             if call.record.phase == "executing":
                 _spawn_call(rt, live, calls, call, StartCall(tool_input))
-        await _wait_calls(rt, live, calls, mailbox, message_id)
+        if not await _wait_calls(rt, live, calls, mailbox, message_id):
+            return  # passivated
 
 
 async def _wait_calls(
@@ -307,8 +312,11 @@ async def _wait_calls(
     calls: Supervisor,
     mailbox: Mailbox[RunMessage],
     message_id: str,
-) -> None:
-    """Return once every call of the message ``message_id`` is done (and observed).
+) -> bool:
+    """Return ``True`` once every call of the message ``message_id`` is done (and observed),
+    or ``False`` when the run passivates: nothing of it runs and it waits only on pending
+    actions, so its actor ends, leaving the stored run ``waiting`` (a submission, or loading
+    the thread, activates it again from the store).
 
     Each look spawns a resume actor for every accepted submission of the run without one,
     and runs ``on_output`` for every output no actor observed (a submitted output, or one
@@ -331,8 +339,12 @@ async def _wait_calls(
         if live.active_calls == 0 and not live.changed:
             step_calls = [c for c in run_calls if c.message_id == message_id]
             if all(c.record.phase == "done" for c in step_calls):
-                return
+                return True
             await _set_status(rt, live, "waiting")
+            if live.active_calls == 0 and not live.changed:  # still: nothing to do but wait
+                live.passivated = True
+                live.waiting_message_id = message_id
+                return False
         elif live.active_calls > 0 and live.status == "waiting":  # a resume runs
             await _set_status(rt, live, "running")
         live.busy = False

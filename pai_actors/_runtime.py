@@ -66,7 +66,7 @@ from ._registration import ClientTool, call_callback
 from ._resolution import resolve
 from ._run import LiveRun, record_cancelled, resumable, run_actor
 from ._run_io import stage_call
-from ._state import ThreadState
+from ._state import RunStatus, ThreadState
 from ._store import Store, Transaction
 from ._trigger import is_notification, notification_message
 from ._watch import (
@@ -193,6 +193,8 @@ class AgentRuntime:
         if self._threads.get(live.thread_id) is live:
             del self._threads[live.thread_id]
         live.done.set()
+        if live.passivated and live.changed:  # a submission arrived while it passivated
+            self.activate_run_soon(live.thread_id, live.run_id, live.waiting_message_id)
         if live.thread_id in self._continuations:  # a notification came during the run
             self._continue_soon(live.thread_id)
         self.notify()
@@ -350,12 +352,22 @@ class AgentRuntime:
                 await self._record_interrupted(active, run_calls)
                 calls = await self.store.list_calls(thread_id)
                 run_calls = [c for c in calls if c.run_id == active.run_id]
-            if not run_calls:  # its process stopped in its first model step: do it again
+            messages = await self.store.list_messages(thread_id)
+            last = messages[-1] if messages else None
+            done = all(c.record.phase == "done" for c in run_calls)
+            if done and last is not None and _final_answer(last):
+                # Its final answer is stored: the process stopped before the run was
+                # recorded completed (a separate commit). It is over; do not ask again.
+                await self._settle(active, "completed")
+            elif not run_calls:  # its process stopped in its first model step: do it again
                 self.activate_run_soon(thread_id, active.run_id, None)
-            elif all(c.record.phase == "done" for c in run_calls):
+            elif done:
                 # An accepted cancel/fail/output (or an interruption) ended its last call
                 # before the run went on: nothing is resumable, yet it must reach the model.
                 self.activate_soon(run_calls[-1])
+            elif active.status == "running" and not any(resumable(c.record) for c in run_calls):
+                # It waits on pending actions only; the process stopped before saying so.
+                await self._settle(active, "waiting")
         for call in calls:
             if resumable(call.record):
                 self.activate_soon(call)
@@ -364,6 +376,15 @@ class AgentRuntime:
             if messages and is_notification(messages[-1]):  # appended, never answered
                 self._continue_soon(thread_id)
         return thread
+
+    async def _settle(self, run: RunRecord, status: RunStatus) -> None:
+        """Record the status an orphaned run is in (a stopped process could not)."""
+        try:
+            async with self.transaction() as tx:
+                tx.put_run(run.model_copy(update={"status": status}))
+        except StoreConflict:  # changed meanwhile: someone else settled it
+            pass
+        self.notify()
 
     def _orphaned(self, run: RunRecord) -> bool:
         """Whether no actor of this runtime runs ``run`` or is about to (one runtime per
@@ -733,3 +754,8 @@ def _interrupted(record: CallRecord) -> bool:
     """Whether a call no actor runs was cut off: streaming, or executing an entry that had
     started."""
     return record.phase == "streaming" or (record.phase == "executing" and record.entry_started)
+
+
+def _final_answer(message: Message) -> bool:
+    """Whether ``message`` is a model's final answer: an assistant message with no tool call."""
+    return message.role == "assistant" and not any(isinstance(p, ToolPart) for p in message.parts)

@@ -231,3 +231,66 @@ async def test_a_call_still_streaming_when_the_process_stopped_is_interrupted(
     assert (part.state, part.error_text) == ("output-error", INTERRUPTED)
     assert runs == []
     assert [r.status for r in state.runs] == ["completed"]
+
+
+async def test_a_run_whose_final_answer_was_stored_is_not_asked_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    agent = define_agent(name="a", tools={})
+    snapshots: list[MemoryStore] = []
+
+    class Recording(MemoryStore):  # take the state right after the final answer's commit
+        async def commit(self, writes: Any) -> None:
+            await super().commit(writes)
+            if any(getattr(getattr(w, "message", None), "role", None) == "assistant"
+                   for w in writes):  # fmt: skip
+                snapshots.append(crashed(self))
+
+    store = Recording()
+    with trio.fail_after(10):
+        async with create_test_runtime(
+            agent, model=ScriptedModel([text("hello")]), store=store
+        ) as rt:
+            thread_id = await rt.create_thread("s")
+            await rt.send(thread_id, "hi")
+            await rt.wait_idle(thread_id)
+        model = ScriptedModel([])  # asking the model again would fail: no step left
+        async with create_test_runtime(agent, model=model, store=snapshots[-1]) as rt:
+            await rt.wait_idle(thread_id)
+            state = await rt.get_state(thread_id)
+    assert [m.role for m in state.messages] == ["user", "assistant"]
+    assert [r.status for r in state.runs] == ["completed"]
+    assert model.requests == []
+
+
+async def test_a_run_left_running_while_it_only_waits_is_settled_waiting(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    resumed: list[str] = []
+    agent = define_agent(name="a", tools={"ask": approval_tool(resumed, block=False)})
+    snapshots: list[MemoryStore] = []
+
+    class Recording(MemoryStore):  # the state right after the call suspended
+        async def commit(self, writes: Any) -> None:
+            await super().commit(writes)
+            for w in writes:
+                record = getattr(getattr(w, "stored", None), "record", None)
+                if record is not None and record.phase == "suspended":
+                    snapshots.append(crashed(self))
+
+    store = Recording()
+    with trio.fail_after(10):
+        model = ScriptedModel([[tool_call("ask", {"job": "j"})]])
+        async with create_test_runtime(agent, model=model, store=store) as rt:
+            thread_id = await rt.create_thread("s")
+            await rt.send(thread_id, "go")
+            await rt.wait_idle(thread_id)
+        after_crash = snapshots[0]
+        assert [r.status for r in await after_crash.list_runs(thread_id)] == ["running"]
+        model = ScriptedModel([text("done")])
+        async with create_test_runtime(agent, model=model, store=after_crash) as rt:
+            assert [r.status for r in (await rt.get_state(thread_id)).runs] == ["waiting"]
+            [action] = await rt.pending_actions(thread_id)
+            await action.submit({"approved": True})
+            await rt.wait_idle(thread_id)
+            assert [r.status for r in (await rt.get_state(thread_id)).runs] == ["completed"]
