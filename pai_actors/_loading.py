@@ -12,8 +12,9 @@ thread and run, kept in :class:`MessageIndex`).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ._actions import PendingActionRef
 from ._errors import MigrationRequired, PaiError
@@ -25,7 +26,39 @@ from ._registration import ToolRegistration
 if TYPE_CHECKING:
     from ._runtime import AgentRuntime
 
-MessageIndex = dict[str, tuple[str, str]]
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class BoundedIndex(Generic[K, V]):
+    """A mapping that keeps its ``capacity`` most recently set or read entries: a runtime's
+    in-memory indexes stay bounded however many threads it serves (a thread is read again
+    from the store when it is needed and not here)."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._items: OrderedDict[K, V] = OrderedDict()
+
+    def get(self, key: K) -> V | None:
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
+
+    def __setitem__(self, key: K, value: V) -> None:
+        self._items[key] = value
+        self._items.move_to_end(key)
+        if len(self._items) > self._capacity:
+            self._items.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+INDEX_CAPACITY = 1024
+"""How many messages (and threads' agents) a runtime remembers; see :class:`BoundedIndex`."""
+
+MessageIndex = BoundedIndex[str, tuple[str, str]]
 """``message_id -> (thread_id, run_id)`` of the assistant messages holding tool calls."""
 
 
@@ -91,7 +124,13 @@ def pending_action_for(
         shown = pending.input
     else:
         dynamic = part.type == "dynamic-tool"
-        registration = None if dynamic else rt.agent_of(thread_id).tools.get(part.tool_name)
+        agent = rt.known_agent(thread_id)
+        if agent is None:
+            raise PaiError(
+                f"thread {thread_id!r} of message {message.id!r} is not loaded in this runtime "
+                "any more; call get_state() again and pass its message"
+            )
+        registration = None if dynamic else agent.tools.get(part.tool_name)
         if not dynamic and (registration is None or registration.tool.has_execute):
             return None  # still executing: nothing to resolve
         action_id, suspend_name, name, shown = part.tool_call_id, None, part.tool_name, part.input

@@ -36,8 +36,8 @@ async def resolve(
         call = await rt.store.get_call(ref.thread_id, ref.tool_call_id)
         spec = None
         if call is not None and call.thread_id == ref.thread_id:
-            await rt.thread(call.thread_id)
-            spec = rt.spec_for(call, rt.agent_of(call.thread_id))
+            thread = await rt.thread(call.thread_id)
+            spec = rt.spec_for(call, rt.agent_of(thread))
         if call is None or spec is None:
             return ActionResult.rejected(
                 f"no such action {ref.action_id!r} in thread {ref.thread_id!r}; use a "

@@ -56,7 +56,14 @@ from ._errors import (
 )
 from ._files import DEFAULT_MAX_FILE_BYTES
 from ._json import to_json_value
-from ._loading import MessageIndex, check_migration, index_calls, pending_action_for
+from ._loading import (
+    INDEX_CAPACITY,
+    BoundedIndex,
+    MessageIndex,
+    check_migration,
+    index_calls,
+    pending_action_for,
+)
 from ._model import Model
 from ._parts import Message, TextPart, ToolPart
 from ._pending import PendingActionView
@@ -116,9 +123,11 @@ class AgentRuntime:
         self.store = store
         self.new_id = new_id
         self.now = clock
-        self._thread_agents: dict[str, str] = {}  # thread_id -> agent_id, of loaded threads
-        self.client_tools: dict[tuple[str, str], ClientTool] = {}  # (thread, call id)
-        self.message_index: MessageIndex = {}
+        # thread_id -> agent_id of recently loaded threads (for get_pending_action)
+        self._thread_agents: BoundedIndex[str, str] = BoundedIndex(INDEX_CAPACITY)
+        # (thread, call id) -> the client tool a dynamic call was made to (its input schema)
+        self.client_tools: BoundedIndex[tuple[str, str], ClientTool] = BoundedIndex(INDEX_CAPACITY)
+        self.message_index: MessageIndex = BoundedIndex(INDEX_CAPACITY)
         self._map_error = map_error
         self._runs: dict[str, LiveRun] = {}
         self._threads: dict[str, LiveRun] = {}
@@ -230,14 +239,19 @@ class AgentRuntime:
         live = self._runs.get(run_id)
         return run_id in self._cancelling or (live is not None and live.cancelling)
 
-    def agent_of(self, thread_id: str) -> AgentDefinition:
-        """The agent of a thread this runtime has loaded (see :meth:`_thread`)."""
-        return self.agents[self._thread_agents[thread_id]]
+    def agent_of(self, thread: ThreadRecord) -> AgentDefinition:
+        """The agent that runs ``thread`` (checked to be hosted by :meth:`thread`)."""
+        return self.agents[self.default_agent_id if thread.agent_id is None else thread.agent_id]
+
+    def known_agent(self, thread_id: str) -> AgentDefinition | None:
+        """The agent of a thread this runtime loaded recently, else ``None``."""
+        agent_id = self._thread_agents.get(thread_id)
+        return None if agent_id is None else self.agents[agent_id]
 
     def _live_run(
         self, thread: ThreadRecord, run: RunRecord, client_tools: tuple[ClientTool, ...]
     ) -> LiveRun:
-        agent_id = self._thread_agents[thread.thread_id]
+        agent_id = self.default_agent_id if thread.agent_id is None else thread.agent_id
         return LiveRun(
             status="waiting" if run.status == "waiting" else "running",
             thread=thread,
@@ -342,14 +356,14 @@ class AgentRuntime:
         """The thread, once its calls are checked (:class:`MigrationRequired`) and indexed."""
         thread = await self.thread(thread_id)
         calls = await self.store.list_calls(thread_id)
-        check_migration(thread_id, calls, self.agent_of(thread_id).tools)
+        check_migration(thread_id, calls, self.agent_of(thread).tools)
         index_calls(self.message_index, calls)
         active = await self.store.get_active_run(thread_id)
         if active is not None and self._orphaned(active):
             # No actor runs it: a runtime closed (or its process stopped) under it.
             run_calls = [c for c in calls if c.run_id == active.run_id]
             if any(_interrupted(c.record) for c in run_calls):
-                await self._record_interrupted(active, run_calls)
+                await self._record_interrupted(thread, active, run_calls)
                 calls = await self.store.list_calls(thread_id)
                 run_calls = [c for c in calls if c.run_id == active.run_id]
             messages = await self.store.list_messages(thread_id)
@@ -397,10 +411,12 @@ class AgentRuntime:
             or run.thread_id in self._sending
         )
 
-    async def _record_interrupted(self, run: RunRecord, calls: list[StoredCall]) -> None:
+    async def _record_interrupted(
+        self, thread: ThreadRecord, run: RunRecord, calls: list[StoredCall]
+    ) -> None:
         """Record the run's calls that a stopped process left started as interrupted (or,
         for registrations with ``rerun_interrupted``, make them run again), in one commit."""
-        agent = self.agent_of(run.thread_id)
+        agent = self.agent_of(thread)
         try:
             async with self.transaction() as tx:
                 for call in calls:
@@ -502,7 +518,7 @@ class AgentRuntime:
         self._sending.add(thread_id)
         try:
             thread = await self._load(thread_id)
-            client_tools = check_client_tools(self.agent_of(thread_id), client_tools)
+            client_tools = check_client_tools(self.agent_of(thread), client_tools)
             active = await self.store.get_active_run(thread_id)
             if active is not None or thread_id in self._threads:
                 raise self._busy(thread_id, active)

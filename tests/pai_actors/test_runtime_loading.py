@@ -301,3 +301,14 @@ async def test_wait_idle_loads_the_thread(autojump_clock: trio.testing.MockClock
     async with create_test_runtime(agent, model=ScriptedModel([])) as rt:
         with pytest.raises(ThreadNotFound):
             await rt.wait_idle("thread_404")
+
+
+def test_a_bounded_index_keeps_the_most_recent_entries() -> None:
+    from pai_actors._loading import BoundedIndex
+
+    index: BoundedIndex[str, int] = BoundedIndex(2)
+    index["a"] = 1
+    index["b"] = 2
+    assert index.get("a") == 1  # read: now the most recent
+    index["c"] = 3  # evicts the least recent, "b"
+    assert (index.get("a"), index.get("b"), index.get("c"), len(index)) == (1, None, 3, 2)
