@@ -128,6 +128,7 @@ class AgentRuntime:
         # (thread, call id) -> the client tool a dynamic call was made to (its input schema)
         self.client_tools: BoundedIndex[tuple[str, str], ClientTool] = BoundedIndex(INDEX_CAPACITY)
         self.message_index: MessageIndex = BoundedIndex(INDEX_CAPACITY)
+        self._loaded: BoundedIndex[str, bool] = BoundedIndex(INDEX_CAPACITY)  # settled threads
         self._map_error = map_error
         self._runs: dict[str, LiveRun] = {}
         self._threads: dict[str, LiveRun] = {}
@@ -352,8 +353,16 @@ class AgentRuntime:
         self._thread_agents[thread_id] = agent_id
         return thread
 
-    async def _load(self, thread_id: str) -> ThreadRecord:
-        """The thread, once its calls are checked (:class:`MigrationRequired`) and indexed."""
+    async def _load(self, thread_id: str, *, full: bool = False) -> ThreadRecord:
+        """The thread, once its calls are checked (:class:`MigrationRequired`) and indexed,
+        and whatever a stopped process or a closed runtime left of it is settled.
+
+        That needs doing once per thread in a runtime (it owns the store): later loads read
+        only the thread, unless ``full`` (``get_state`` and ``watch``, which also re-index
+        its messages for ``get_pending_action``) or the thread left the bounded index.
+        """
+        if not full and self._loaded.get(thread_id):
+            return await self.thread(thread_id)
         thread = await self.thread(thread_id)
         calls = await self.store.list_calls(thread_id)
         check_migration(thread_id, calls, self.agent_of(thread).tools)
@@ -389,6 +398,7 @@ class AgentRuntime:
             messages = await self.store.list_messages(thread_id)
             if messages and is_notification(messages[-1]):  # appended, never answered
                 self._continue_soon(thread_id)
+        self._loaded[thread_id] = True
         return thread
 
     async def _settle(self, run: RunRecord, status: RunStatus) -> None:
@@ -596,7 +606,7 @@ class AgentRuntime:
 
     async def get_state(self, thread_id: str) -> ThreadState:
         """The thread's messages and runs (:class:`MigrationRequired`: see :meth:`send`)."""
-        await self._load(thread_id)
+        await self._load(thread_id, full=True)
         messages = await self.store.list_messages(thread_id)
         return ThreadState(
             thread_id=thread_id,
@@ -658,7 +668,7 @@ class AgentRuntime:
         self._check_open()
         watcher, receive = self._hub.add(thread_id, capacity)
         try:
-            await self._load(thread_id)
+            await self._load(thread_id, full=True)
             async with receive:
                 yield ThreadWatch(watcher, receive)
         finally:
