@@ -294,9 +294,10 @@ async def _loop(
         if not stored:
             # A notification (ctx.trigger) that arrived during this step was not in its
             # request: the run goes on to another step rather than leave it unanswered.
-            latest = await rt.store.list_messages(thread.thread_id)
-            if any(is_notification(m) and m.id not in seen for m in latest):
-                continue
+            if rt.notified(thread.thread_id):  # only then can there be one it did not see
+                latest = await rt.store.list_messages(thread.thread_id)
+                if any(is_notification(m) and m.id not in seen for m in latest):
+                    continue
             await _set_status(rt, live, "completed")
             return
         for call, tool_input in stored:

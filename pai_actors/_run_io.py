@@ -24,7 +24,14 @@ from ._calls import (
     to_part,
 )
 from ._errors import ModelProtocolError, StoreConflict
-from ._model import ModelRequest, ToolCallEvent, ToolInputDelta, ToolInputStart
+from ._model import (
+    ModelAssistantMessage,
+    ModelRequest,
+    ModelToolCallPart,
+    ToolCallEvent,
+    ToolInputDelta,
+    ToolInputStart,
+)
 from ._parts import Message, TextPart
 from ._prepare import resolve_runtime_context
 from ._records import StoredCall
@@ -130,7 +137,14 @@ async def read_step(
     accumulator = StepAccumulator()
     streamed: dict[str, StoredCall] = {}
     appended = False
-    taken = {c.tool_call_id for c in await rt.store.list_calls(live.thread_id)}
+    # Every earlier call of the thread is finished by now, so the request's history has them.
+    taken = {
+        part.tool_call_id
+        for message in request.messages
+        if isinstance(message, ModelAssistantMessage)
+        for part in message.parts
+        if isinstance(part, ModelToolCallPart)
+    }
     try:
         events = live.model.stream(request)
         try:

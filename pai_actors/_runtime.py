@@ -129,6 +129,7 @@ class AgentRuntime:
         self.client_tools: BoundedIndex[tuple[str, str], ClientTool] = BoundedIndex(INDEX_CAPACITY)
         self.message_index: MessageIndex = BoundedIndex(INDEX_CAPACITY)
         self._loaded: BoundedIndex[str, bool] = BoundedIndex(INDEX_CAPACITY)  # settled threads
+        self._thread_records: BoundedIndex[str, ThreadRecord] = BoundedIndex(INDEX_CAPACITY)
         self._map_error = map_error
         self._runs: dict[str, LiveRun] = {}
         self._threads: dict[str, LiveRun] = {}
@@ -335,10 +336,18 @@ class AgentRuntime:
             tx.create_thread(thread)
         return thread.thread_id
 
+    def notified(self, thread_id: str) -> bool:
+        """Whether a notification for the thread is waiting to be answered (``trigger``)."""
+        return thread_id in self._continuations
+
     async def thread(self, thread_id: str) -> ThreadRecord:
         """The stored thread, once its agent is known to be registered here (remembered for
-        :meth:`agent_of`)."""
-        thread = await self.store.get_thread(thread_id)
+        :meth:`agent_of`). Thread records never change, so recent ones are kept in memory."""
+        thread = self._thread_records.get(thread_id)
+        if thread is None:
+            thread = await self.store.get_thread(thread_id)
+        else:
+            await trio.lowlevel.checkpoint()  # a checkpoint either way, like a store read
         if thread is None:
             raise ThreadNotFound(f"no thread {thread_id!r}; create it with create_thread()")
         agent_id = self.default_agent_id if thread.agent_id is None else thread.agent_id
@@ -351,6 +360,7 @@ class AgentRuntime:
                 agent_id=agent_id,
             )
         self._thread_agents[thread_id] = agent_id
+        self._thread_records[thread_id] = thread
         return thread
 
     async def _load(self, thread_id: str, *, full: bool = False) -> ThreadRecord:
