@@ -204,19 +204,23 @@ class SqliteStore:
                     "lock for too long, or the file is read-only"
                 ) from exc
             try:
+                alone = len(group) == 1  # no savepoint needed: a conflict refuses it all
                 for commit in group:
-                    db.execute("SAVEPOINT one_commit")
+                    if not alone:
+                        db.execute("SAVEPOINT one_commit")
                     try:
                         _apply(db, commit.writes)
                     except (StoreConflict, sqlite3.Error) as exc:
-                        db.execute("ROLLBACK TO one_commit")
+                        db.execute("ROLLBACK" if alone else "ROLLBACK TO one_commit")
                         commit.error = (
                             StoreError(f"SQLite refused a commit to {self.path!r}: {exc}")
                             if isinstance(exc, sqlite3.Error)
                             else exc
                         )
-                    db.execute("RELEASE one_commit")
-                db.execute("COMMIT")
+                    if not alone:
+                        db.execute("RELEASE one_commit")
+                if db.in_transaction:
+                    db.execute("COMMIT")
             except BaseException as exc:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
