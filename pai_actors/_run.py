@@ -224,7 +224,7 @@ async def run_actor(rt: AgentRuntime, live: LiveRun, mailbox: Mailbox[RunMessage
             with trio.move_on_after(_CLEANUP_SECONDS, shield=True):
                 await record_cancelled(rt, live.thread_id, live.run_id, "the run failed")
                 await _set_status(rt, live, "failed", error=failure)
-        elif live.scope.cancelled_caught:
+        elif live.scope.cancelled_caught or live.cancelling:  # (cancelled while passivating)
             with trio.move_on_after(_CLEANUP_SECONDS, shield=True):
                 await record_cancelled(rt, live.thread_id, live.run_id, live.cancel_reason)
                 await _set_status(rt, live, "cancelled")

@@ -640,3 +640,28 @@ async def test_a_run_a_new_runtime_resumes_shows_running_while_the_resume_execut
             release.set()
             await rt.wait_idle(tid)
             assert [r.status for r in (await rt.get_state(tid)).runs] == ["completed"]
+
+
+@pytest.mark.parametrize("k", range(8))
+async def test_cancel_run_while_the_run_passivates_records_it_cancelled(
+    k: int, autojump_clock: trio.testing.MockClock
+) -> None:
+    # Two calls wait for approval; cancelling one action wakes the run, which then has
+    # nothing to do but wait, so it passivates; cancel_run lands while it does.
+    agent = define_agent(name="a", tools={"ask": _ask_tool()})
+    model = ScriptedModel(
+        [[tool_call("ask", {"summary": "1"}), tool_call("ask", {"summary": "2"})]]
+    )
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=model) as rt:
+            tid = await rt.create_thread("s")
+            run_id = await rt.send(tid, "go")
+            await rt.wait_idle(tid)
+            first, _ = await rt.pending_actions(tid)
+            assert (await first.cancel("no")).status == "accepted"
+            for _ in range(k):  # the interleavings of the passivation with the cancel
+                await trio.lowlevel.checkpoint()
+            await rt.cancel_run(run_id, "stop")
+            state = await rt.get_state(tid)
+    assert [r.status for r in state.runs] == ["cancelled"]
+    assert [p.state for p in _tool_parts(state)] == ["output-error", "output-error"]
