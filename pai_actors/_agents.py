@@ -51,6 +51,7 @@ from ._model import (
     ModelToolMessage,
     ModelToolResultPart,
     ModelUserMessage,
+    ToolCallEvent,
     ToolResultOutput,
 )
 from ._parts import ToolDataItem
@@ -159,9 +160,7 @@ class _SubRun:
                     nursery.start_soon(
                         self._call,
                         outputs,
-                        call.tool_call_id,
-                        call.tool_name,
-                        call.input,
+                        call,
                         registration if offered else None,
                         runtime_context,
                         signal,
@@ -183,15 +182,15 @@ class _SubRun:
     async def _call(
         self,
         outputs: dict[str, ToolResultOutput],
-        tool_call_id: str,
-        name: str,
-        raw_input: object,
+        call: ToolCallEvent,
         registration: ToolRegistration | None,
         runtime_context: Any,
         signal: AbortSignal,
     ) -> None:
-        outputs[tool_call_id] = await self._outcome(
-            tool_call_id, name, raw_input, registration, runtime_context, signal
+        """One tool call of the sub-run: its result, as the sub-agent's model reads it, goes
+        to ``outputs``."""
+        outputs[call.tool_call_id] = await self._outcome(
+            call.tool_call_id, call.tool_name, call.input, registration, runtime_context, signal
         )
 
     async def _outcome(
@@ -203,7 +202,6 @@ class _SubRun:
         runtime_context: Any,
         signal: AbortSignal,
     ) -> ToolResultOutput:
-        """One tool call of the sub-run, as the sub-agent's model reads its result."""
         if registration is None:
             return _error(f"the tool {name!r} is not offered to this agent")
         definition = registration.tool

@@ -160,12 +160,23 @@ class CallRecord:
         if self.phase != "executing" or self.entry_started:
             return None
         if self.episodes:
+            return self.reentry_action_id
+        return self.reentry_action_id or self.tool_call_id
+
+    @property
+    def reentry_action_id(self) -> str | None:
+        """The accepted action an ``executing`` call re-enters ``execute`` from (its latest
+        submitted episode, or its approval when it has no episode), started or not; ``None``
+        for an initial entry."""
+        if self.phase != "executing":
+            return None
+        if self.episodes:
             last = self.episodes[-1]
             return last.action_id if last.state == "submitted" else None
         approval = self.approval
         if approval is not None and approval.state == "submitted" and approval.approved:
             return approval.id
-        return self.tool_call_id
+        return None
 
     @property
     def pending_episode(self) -> Episode | None:

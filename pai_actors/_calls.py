@@ -213,21 +213,6 @@ def start_entry(record: CallRecord) -> CallRecord:
     return replace(record, entry_started=True)
 
 
-def reentry_action_id(record: CallRecord) -> str | None:
-    """The accepted action an ``executing`` call re-enters ``execute`` from (its latest
-    submitted episode, or its approval when it has no episode), started or not; ``None`` for
-    an initial entry."""
-    if record.phase != "executing":
-        return None
-    if record.episodes:
-        last = record.episodes[-1]
-        return last.action_id if last.state == "submitted" else None
-    approval = record.approval
-    if approval is not None and approval.state == "submitted" and approval.approved:
-        return approval.id
-    return None
-
-
 def unstart_entry(record: CallRecord) -> CallRecord:
     """A closing runtime found the re-entry it had marked started never began ``execute``:
     mark it not started again, so that the next runtime runs it (it is stored intent)."""

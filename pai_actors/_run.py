@@ -43,7 +43,6 @@ from ._calls import (
     finish_failure,
     finish_output,
     not_offered,
-    reentry_action_id,
     start_entry,
     suspend,
     unstart_entry,
@@ -391,7 +390,7 @@ async def record_cancelled(
             record = call.record
             if call.run_id != run_id or record.phase == "done":
                 continue
-            reentry = reentry_action_id(record)
+            reentry = record.reentry_action_id
             if keep_pending and (
                 record.phase in ("suspended", "awaiting_output", "awaiting_approval")
                 or resumable(record)
