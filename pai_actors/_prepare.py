@@ -116,7 +116,7 @@ async def prepare_tools(
                 children[name] = MappingProxyType(states)
                 infos = await resolver.describe_children(registration, context, states, name)
             description = resolver.describe(description, DescriptionContext(context, infos), where)
-        tools[name] = ModelTool(description, definition.wire_spec().input_schema)
+        tools[name] = ModelTool(description, definition._schemas.input.json_schema)
     for client_tool in offered:
         tools[client_tool.name] = ModelTool(client_tool.description, client_tool.input_schema)
     return PreparedTools(
