@@ -565,11 +565,8 @@ async def test_cancel_run_racing_the_close_either_cancels_or_raises_runtime_clos
         assert run.status == "waiting"
 
 
-async def test_a_run_shows_running_while_a_resume_executes(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    entered = trio.Event()
-    release = trio.Event()
+def _slow_resume_tool(entered: trio.Event, release: trio.Event) -> Any:
+    """A tool that suspends, and on resume signals ``entered`` and waits for ``release``."""
 
     async def execute(ctx: ToolContext) -> Any:
         if isinstance(ctx.entry, ResumeEntry):
@@ -578,14 +575,22 @@ async def test_a_run_shows_running_while_a_resume_executes(
             return "ok"
         return ctx.suspend("approval", {"summary": "s"})
 
-    tool = define_tool(
+    return define_tool(
         id="t.slow-resume.v1",
         description="Ask, then work.",
         input_schema=Summary,
         suspend={"approval": SuspendPoint(suspend_schema=Summary, resume_schema=Decision)},
         execute=execute,
     )
-    agent = define_agent(name="a", tools={"ask": tool})
+
+
+async def test_a_run_shows_running_while_a_resume_executes(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    entered = trio.Event()
+    release = trio.Event()
+
+    agent = define_agent(name="a", tools={"ask": _slow_resume_tool(entered, release)})
     model = ScriptedModel([[tool_call("ask", {"summary": "s"})], text("done")])
     with trio.fail_after(10):
         async with create_test_runtime(agent, model=model) as rt:
@@ -609,21 +614,7 @@ async def test_a_run_a_new_runtime_resumes_shows_running_while_the_resume_execut
     entered = trio.Event()
     release = trio.Event()
 
-    async def execute(ctx: ToolContext) -> Any:
-        if isinstance(ctx.entry, ResumeEntry):
-            entered.set()
-            await release.wait()
-            return "ok"
-        return ctx.suspend("approval", {"summary": "s"})
-
-    tool = define_tool(
-        id="t.slow-resume.v1",
-        description="Ask, then work.",
-        input_schema=Summary,
-        suspend={"approval": SuspendPoint(suspend_schema=Summary, resume_schema=Decision)},
-        execute=execute,
-    )
-    agent = define_agent(name="a", tools={"ask": tool})
+    agent = define_agent(name="a", tools={"ask": _slow_resume_tool(entered, release)})
     model = ScriptedModel([[tool_call("ask", {"summary": "s"})], text("done")])
     store = MemoryStore()
     with trio.fail_after(10):
