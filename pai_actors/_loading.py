@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from ._actions import PendingActionRef
 from ._errors import MigrationRequired, PaiError
 from ._parts import Message, ToolPart
-from ._pending import PendingActionView
+from ._pending import PendingActionView, resume_schema_of
 from ._records import StoredCall
 from ._registration import ToolRegistration
 
@@ -144,4 +144,4 @@ def pending_action_for(
         action_id=action_id,
         name=name,
     )
-    return PendingActionView(rt, ref, shown)
+    return PendingActionView(rt, ref, shown, resume_schema_of(rt.known_agent(thread_id), ref))

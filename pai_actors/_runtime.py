@@ -48,6 +48,7 @@ from ._clock import Clock
 from ._context import ToolThread
 from ._errors import (
     AgentNotFound,
+    FileNotFound,
     PaiError,
     RuntimeClosed,
     StoreConflict,
@@ -66,9 +67,9 @@ from ._loading import (
 )
 from ._model import Model
 from ._parts import Message, TextPart, ToolPart
-from ._pending import PendingActionView
+from ._pending import PendingActionView, resume_schema_of
 from ._prepare import check_client_tools
-from ._records import ClientToolRecord, RunRecord, StoredCall, ThreadRecord
+from ._records import ClientToolRecord, RunRecord, StoredCall, StoredFileBody, ThreadRecord
 from ._registration import ClientTool, call_callback
 from ._resolution import resolve
 from ._run import LiveRun, record_cancelled, resumable, run_actor
@@ -363,6 +364,22 @@ class AgentRuntime:
         self._thread_records[thread_id] = thread
         return thread
 
+    async def get_thread(self, thread_id: str) -> ThreadRecord:
+        """The thread's record: its ``scope_key``, ``user_key`` and agent
+        (:class:`ThreadNotFound`; :class:`AgentNotFound` if its agent is not hosted here)."""
+        return await self.thread(thread_id)
+
+    async def read_file(self, file_id: str, *, scope_key: str) -> StoredFileBody:
+        """The file ``file_id`` of ``scope_key`` and its body; :class:`FileNotFound` when there
+        is none (missing, or in another scope: the two look the same on purpose)."""
+        found = await self.store.read_file(file_id, scope_key=scope_key)
+        if found is None:
+            raise FileNotFound(
+                f"no file {file_id!r} in this scope; use a file_id a tool of this scope saved",
+                file_id=file_id,
+            )
+        return found
+
     async def _load(self, thread_id: str, *, full: bool = False) -> ThreadRecord:
         """The thread, once its calls are checked (:class:`MigrationRequired`) and indexed,
         and whatever a stopped process or a closed runtime left of it is settled.
@@ -617,6 +634,9 @@ class AgentRuntime:
     async def get_state(self, thread_id: str) -> ThreadState:
         """The thread's messages and runs (:class:`MigrationRequired`: see :meth:`send`)."""
         await self._load(thread_id, full=True)
+        return await self._read_state(thread_id)
+
+    async def _read_state(self, thread_id: str) -> ThreadState:
         messages = await self.store.list_messages(thread_id)
         return ThreadState(
             thread_id=thread_id,
@@ -655,7 +675,11 @@ class AgentRuntime:
             self._cancelling.discard(run_id)
 
     def watch(
-        self, thread_id: str, *, capacity: int = DEFAULT_WATCH_CAPACITY
+        self,
+        thread_id: str,
+        *,
+        capacity: int = DEFAULT_WATCH_CAPACITY,
+        snapshot: bool = False,
     ) -> AbstractAsyncContextManager[ThreadWatch]:
         """Watch a thread: ``async with rt.watch(tid) as updates: async for u in updates``.
 
@@ -668,9 +692,15 @@ class AgentRuntime:
         ``capacity`` updates behind is dropped, and its next receive (after the buffered
         updates) raises :class:`WatchOverflow`. Closing the runtime ends every watch (its
         iteration stops).
+
+        ``snapshot=True`` also reads the thread's state as ``updates.snapshot``, exactly
+        the state before the first update the watch yields: applying the updates to it
+        gives the thread as it is, with no update missing and none applied twice.
         """
         if capacity < 1:
             raise ValueError(f"watch(capacity=...) must be at least 1, got {capacity!r}")
+        if snapshot:
+            return self._watch_from_snapshot(thread_id, capacity)
         return self._watch(thread_id, capacity)
 
     @asynccontextmanager
@@ -681,6 +711,32 @@ class AgentRuntime:
             await self._load(thread_id, full=True)
             async with receive:
                 yield ThreadWatch(watcher, receive)
+        finally:
+            self._hub.remove(watcher)
+
+    @asynccontextmanager
+    async def _watch_from_snapshot(
+        self, thread_id: str, capacity: int
+    ) -> AsyncIterator[ThreadWatch]:
+        self._check_open()
+        await self._load(thread_id, full=True)
+        while True:
+            # With no commit of the thread in flight, a watcher added now sees every commit
+            # after the read below; if one began meanwhile (dirty), the read may or may not
+            # hold it, so read again.
+            await self._hub.wait_quiet(thread_id)
+            watcher, receive = self._hub.add(thread_id, capacity)
+            try:
+                state = await self._read_state(thread_id)
+            except BaseException:
+                self._hub.remove(watcher)
+                raise
+            if not watcher.dirty:
+                break
+            self._hub.remove(watcher)
+        try:
+            async with receive:
+                yield ThreadWatch(watcher, receive, state)
         finally:
             self._hub.remove(watcher)
 
@@ -699,7 +755,21 @@ class AgentRuntime:
                 if isinstance(part, ToolPart)
             }
             actions.sort(key=lambda action: position.get(action.ref.tool_call_id, (-1, -1)))
-        return [PendingActionView(self, action.ref, action.input) for action in actions]
+        agent = self.known_agent(thread_id)
+        return [
+            PendingActionView(self, action.ref, action.input, resume_schema_of(agent, action.ref))
+            for action in actions
+        ]
+
+    async def scope_pending_actions(self, scope_key: str) -> list[PendingActionView]:
+        """Every pending action of the threads in ``scope_key``, thread by thread (each in
+        the order of :meth:`pending_actions`). Loads each thread that has one."""
+        actions = await self.store.list_scope_pending_actions(scope_key)
+        threads = dict.fromkeys(action.ref.thread_id for action in actions)
+        views: list[PendingActionView] = []
+        for thread_id in threads:
+            views.extend(await self.pending_actions(thread_id))
+        return views
 
     def get_pending_action(
         self, message: Message | Mapping[str, Any], part: ToolPart | Mapping[str, Any]

@@ -31,7 +31,7 @@ import trio
 from ._errors import WatchOverflow
 from ._json import JsonValue
 from ._parts import Message, ToolDataItem, ToolPart
-from ._state import RunState
+from ._state import RunState, ThreadState
 from ._store import AppendMessage, PutRun, PutToolPart, ReplaceMessage, Store, Transaction, Write
 from ._wire import WireModel
 
@@ -133,18 +133,58 @@ def updates_of(writes: Sequence[Write]) -> list[ThreadUpdate]:
     return updates
 
 
+def threads_shown(writes: Sequence[Write]) -> frozenset[str]:
+    """The threads whose watchers see some of ``writes`` once they are committed."""
+    return frozenset(
+        write.run.thread_id if isinstance(write, PutRun) else write.thread_id
+        for write in writes
+        if isinstance(write, AppendMessage | ReplaceMessage | PutToolPart | PutRun)
+    )
+
+
 @dataclass(eq=False)
 class _Watcher:
     thread_id: str
     send: trio.MemorySendChannel[ThreadUpdate]
     overflowed: bool = False
+    dirty: bool = False  # a commit for its thread began since it was added
 
 
 @dataclass(eq=False)
 class WatchHub:
-    """The runtime's watchers, by thread. Publishing is synchronous and never blocks."""
+    """The runtime's watchers, by thread. Publishing is synchronous and never blocks.
+
+    It also knows which threads have a commit in flight (begun, not yet published), so that
+    a watch can take a snapshot that is exactly the state before its first update.
+    """
 
     _watchers: dict[str, set[_Watcher]] = field(default_factory=dict)
+    _in_flight: dict[str, int] = field(default_factory=dict)
+    _quiet: dict[str, trio.Event] = field(default_factory=dict)
+
+    def begin(self, thread_ids: frozenset[str]) -> None:
+        """A commit showing writes of ``thread_ids`` begins (its updates are not published)."""
+        for thread_id in thread_ids:
+            self._in_flight[thread_id] = self._in_flight.get(thread_id, 0) + 1
+            for watcher in self._watchers.get(thread_id, ()):
+                watcher.dirty = True
+
+    def end(self, thread_ids: frozenset[str]) -> None:
+        """That commit was published (or failed)."""
+        for thread_id in thread_ids:
+            left = self._in_flight[thread_id] - 1
+            if left:
+                self._in_flight[thread_id] = left
+            else:
+                del self._in_flight[thread_id]
+                quiet = self._quiet.pop(thread_id, None)
+                if quiet is not None:
+                    quiet.set()
+
+    async def wait_quiet(self, thread_id: str) -> None:
+        """Return once no commit showing writes of ``thread_id`` is in flight."""
+        while thread_id in self._in_flight:
+            await self._quiet.setdefault(thread_id, trio.Event()).wait()
 
     def add(
         self, thread_id: str, capacity: int
@@ -189,9 +229,17 @@ class ThreadWatch:
     """What ``async with rt.watch(thread_id) as updates`` gives: an async iterator of
     :data:`ThreadUpdate` (see the module docstring for overflow and closing)."""
 
-    def __init__(self, watcher: _Watcher, receive: trio.MemoryReceiveChannel[ThreadUpdate]) -> None:
+    def __init__(
+        self,
+        watcher: _Watcher,
+        receive: trio.MemoryReceiveChannel[ThreadUpdate],
+        snapshot: ThreadState | None = None,
+    ) -> None:
         self._watcher = watcher
         self._receive = receive
+        self.snapshot = snapshot
+        """With ``watch(..., snapshot=True)``: the thread's state just before the first
+        update this watch yields (no update is in it twice, none is missing); else ``None``."""
 
     @property
     def thread_id(self) -> str:
@@ -245,6 +293,11 @@ class PublishingTransaction(Transaction):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await super().__aexit__(exc_type, exc, tb)
-        if exc_type is None and self._hub.watching:
-            self._hub.publish(updates_of(self.writes))
+        shown = threads_shown(self.writes) if exc_type is None else frozenset()
+        self._hub.begin(shown)
+        try:
+            await super().__aexit__(exc_type, exc, tb)
+            if exc_type is None and self._hub.watching:
+                self._hub.publish(updates_of(self.writes))
+        finally:
+            self._hub.end(shown)
