@@ -101,10 +101,17 @@ def pending_action_for(
         message = Message.model_validate(message)
     if not isinstance(part, ToolPart):
         part = ToolPart.model_validate(part)
-    where = rt.message_index.get(message.id)
+    return pending_action_of_part(rt, message.id, part)
+
+
+def pending_action_of_part(
+    rt: AgentRuntime, message_id: str, part: ToolPart
+) -> PendingActionView | None:
+    """:func:`pending_action_for` given the message's id."""
+    where = rt.message_index.get(message_id)
     if where is None:
         raise PaiError(
-            f"message {message.id!r} is not known to this runtime; pass a message from "
+            f"message {message_id!r} is not known to this runtime; pass a message from "
             "get_state() (which loads its thread) to get_pending_action()"
         )
     thread_id, run_id = where
@@ -127,7 +134,7 @@ def pending_action_for(
         agent = rt.known_agent(thread_id)
         if agent is None:
             raise PaiError(
-                f"thread {thread_id!r} of message {message.id!r} is not loaded in this runtime "
+                f"thread {thread_id!r} of message {message_id!r} is not loaded in this runtime "
                 "any more; call get_state() again and pass its message"
             )
         registration = None if dynamic else agent.tools.get(part.tool_name)
@@ -138,7 +145,7 @@ def pending_action_for(
         thread_id=thread_id,
         tool_name=part.tool_name,
         suspend_name=suspend_name,
-        message_id=message.id,
+        message_id=message_id,
         tool_call_id=part.tool_call_id,
         run_id=run_id,
         action_id=action_id,

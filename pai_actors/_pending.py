@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ._actions import ActionResult, PendingActionOrigin, PendingActionRef
 from ._calls import APPROVAL_RESPONSE
@@ -10,7 +10,20 @@ from ._json import JsonValue
 
 if TYPE_CHECKING:
     from ._agent import AgentDefinition
-    from ._runtime import AgentRuntime
+
+
+class ActionResolver(Protocol):
+    """What resolves actions: the runtime, or a protocol client (``pai_actors.client``)."""
+
+    async def submit_action(self, ref: PendingActionRef, payload: object) -> ActionResult: ...
+
+    async def cancel_action(
+        self, ref: PendingActionRef, reason: str | None = None
+    ) -> ActionResult: ...
+
+    async def fail_action(
+        self, ref: PendingActionRef, error: str | BaseException
+    ) -> ActionResult: ...
 
 
 def resume_schema_of(
@@ -41,7 +54,7 @@ class PendingActionView:
 
     def __init__(
         self,
-        runtime: AgentRuntime,
+        runtime: ActionResolver,
         ref: PendingActionRef,
         input: JsonValue,
         resume_schema: dict[str, JsonValue] | None = None,

@@ -1,0 +1,548 @@
+"""The protocol client: ``async with open_client(url, token=...) as client: ...``.
+
+One WebSocket connection, shared by every thread the client opens. Requests are matched to
+their answers by ``id``. Each watched thread keeps a :class:`ThreadReplica` (its
+``get_state()``), applied from the server's snapshot and numbered update frames.
+
+Reconnecting: when the connection drops after it was open, the client reconnects with
+exponential backoff (``min_backoff`` doubling up to ``max_backoff``) and watches every
+watched thread again **from its cursor**: the server replays exactly the updates it missed,
+or sends a snapshot when it no longer has them (the state is replaced, and watchers get a
+:class:`ThreadResynced`). A request in flight when the connection drops raises
+:class:`ConnectionLost` (it may or may not have been carried out: read the state again);
+requests made while disconnected wait for the next connection. A refused token raises
+:class:`AuthenticationFailed` and is never retried.
+
+Concurrency contract: a client belongs to the trio run that opened it; any of its tasks may
+use it and its threads at once.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+from pydantic import TypeAdapter
+from trio_websocket import (
+    ConnectionClosed,
+    ConnectionRejected,
+    HandshakeError,
+    WebSocketConnection,
+    open_websocket_url,
+)
+
+from ._actions import ActionResult, PendingActionRef
+from ._errors import PaiError, WatchOverflow
+from ._frames import MAX_FRAME_BYTES, PROTOCOL_VERSION, encode
+from ._json import JsonValue
+from ._parts import Message, ToolPart
+from ._pending import PendingActionView
+from ._records import UploadedFile
+from ._registration import ClientTool
+from ._replica import ThreadReplica
+from ._state import ThreadState
+from ._watch import ThreadUpdate
+
+_log = logging.getLogger("pai_actors.client")
+_UPDATE: TypeAdapter[ThreadUpdate] = TypeAdapter(ThreadUpdate)
+
+
+class ClientError(PaiError):
+    """Base of the errors the protocol client raises."""
+
+
+class ServerError(ClientError):
+    """The server answered a request with an error frame: ``code`` (``not-found``,
+    ``thread-busy``, ``invalid-request``, ...; see the protocol reference) and its message."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class ConnectionLost(ClientError):
+    """The connection dropped while a request was in flight; it may or may not have been
+    carried out (read the state again before repeating it)."""
+
+
+class AuthenticationFailed(ClientError):
+    """The server refused the connection's credentials."""
+
+
+@dataclass(frozen=True)
+class ThreadResynced:
+    """Yielded by a client watch when the thread's state was replaced by a snapshot (the
+    server could not replay what the client missed); ``state`` is the new state."""
+
+    thread_id: str
+    state: ThreadState
+
+
+@dataclass(frozen=True)
+class FileDownload:
+    """A file read with :meth:`Client.read_file`: its metadata and its body."""
+
+    file: UploadedFile
+    body: bytes
+
+
+class _Call:
+    __slots__ = ("done", "error", "on_result", "result")
+
+    def __init__(self, on_result: Callable[[dict[str, Any]], None] | None) -> None:
+        self.done = trio.Event()
+        self.result: dict[str, Any] | None = None
+        self.error: Exception | None = None
+        self.on_result = on_result  # run as the result is read, before any later frame
+
+
+class Client:
+    """A connection to a pai_actors server (from :func:`open_client`)."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        reconnect: bool,
+        min_backoff: float,
+        max_backoff: float,
+        max_frame_bytes: int,
+    ) -> None:
+        self.url = url
+        self._token = token
+        self._reconnect = reconnect
+        self._min_backoff = min_backoff
+        self._max_backoff = max_backoff
+        self._max_frame_bytes = max_frame_bytes
+        self._ids = itertools.count(1)
+        self._calls: dict[int, _Call] = {}
+        self._ws: WebSocketConnection | None = None
+        self._connected = trio.Event()
+        self._failure: Exception | None = None
+        self._closing = False
+        self._threads: dict[str, ClientThread] = {}
+        self._nursery: trio.Nursery | None = None
+        self.connections = 0
+        """How many times this client has connected (``1`` until it first reconnects)."""
+
+    # -- requests ----------------------------------------------------------------------------
+
+    async def request(self, op: str, **fields: Any) -> dict[str, Any]:
+        """Send one request (``op`` and its camelCase fields) and return its result, or raise
+        :class:`ServerError` with the error frame's code."""
+        return await self._request(op, fields, None)
+
+    async def _request(
+        self,
+        op: str,
+        fields: Mapping[str, Any],
+        on_result: Callable[[dict[str, Any]], None] | None,
+    ) -> dict[str, Any]:
+        while self._ws is None:
+            if self._failure is not None:
+                raise self._failure
+            if self._closing:
+                raise ClientError("this client is closed; open a new one")
+            await self._connected.wait()
+        ws = self._ws
+        request_id = next(self._ids)
+        call = _Call(on_result)
+        self._calls[request_id] = call
+        try:
+            await ws.send_message(
+                encode({"v": PROTOCOL_VERSION, "id": request_id, "op": op, **fields})
+            )
+            await call.done.wait()
+        except ConnectionClosed:
+            raise ConnectionLost(
+                f"the connection dropped before the server answered {op!r}; read the state "
+                "again before repeating it"
+            ) from None
+        finally:
+            self._calls.pop(request_id, None)
+        if call.error is not None:
+            raise call.error
+        assert call.result is not None
+        return call.result
+
+    async def create_thread(self) -> ClientThread:
+        """Create a thread in this connection's scope, and open it."""
+        result = await self.request("createThread")
+        return await self.thread(result["threadId"])
+
+    async def thread(self, thread_id: str) -> ClientThread:
+        """Open the thread ``thread_id`` (its state read once; :class:`ServerError`
+        ``not-found`` if it is not in this connection's scope)."""
+        thread = self._threads.get(thread_id)
+        if thread is None:
+            thread = ClientThread(self, thread_id)
+            await thread.refresh()
+            self._threads.setdefault(thread_id, thread)
+        return self._threads[thread_id]
+
+    async def pending_actions(self, thread_id: str | None = None) -> list[PendingActionView]:
+        """The pending actions of ``thread_id``, or of every thread in this scope."""
+        fields: dict[str, JsonValue] = {} if thread_id is None else {"threadId": thread_id}
+        result = await self.request("listPendingActions", **fields)
+        return [self.action_view(action) for action in result["actions"]]
+
+    def action_view(self, action: Mapping[str, Any]) -> PendingActionView:
+        """A view of a pending action as the protocol shows it, resolved through this client."""
+        return PendingActionView(
+            self,
+            PendingActionRef.model_validate(action["ref"]),
+            action["input"],
+            action.get("resumeSchema"),
+        )
+
+    async def submit_action(self, ref: PendingActionRef, payload: object) -> ActionResult:
+        result = await self.request("submitAction", ref=ref.to_wire(), payload=payload)
+        return ActionResult.model_validate(result["actionResult"])
+
+    async def cancel_action(self, ref: PendingActionRef, reason: str | None = None) -> ActionResult:
+        result = await self.request("cancelAction", ref=ref.to_wire(), reason=reason)
+        return ActionResult.model_validate(result["actionResult"])
+
+    async def fail_action(self, ref: PendingActionRef, error: str | BaseException) -> ActionResult:
+        result = await self.request("failAction", ref=ref.to_wire(), error=str(error))
+        return ActionResult.model_validate(result["actionResult"])
+
+    async def cancel_run(self, run_id: str, reason: str | None = None) -> None:
+        """Cancel a run of this scope; returns once its cancellation is recorded."""
+        await self.request("cancelRun", runId=run_id, reason=reason)
+
+    async def read_file(self, file_id: str) -> FileDownload:
+        """A file of this scope (:class:`ServerError` ``not-found`` otherwise)."""
+        result = await self.request("readFile", fileId=file_id)
+        return FileDownload(
+            UploadedFile.model_validate(result["file"]), base64.b64decode(result["body"])
+        )
+
+    # -- the connection ----------------------------------------------------------------------
+
+    async def _run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Connect, serve the connection, reconnect with backoff (see the module docstring).
+        The first connection's failure is raised to :func:`open_client`."""
+        headers = [(b"Authorization", f"Bearer {self._token}".encode())]
+        backoff = self._min_backoff
+        first = True
+        while True:
+            try:
+                async with open_websocket_url(
+                    self.url, extra_headers=headers, max_message_size=self._max_frame_bytes
+                ) as ws:
+                    if first:
+                        first = False
+                        task_status.started()
+                    backoff = self._min_backoff
+                    await self._serve(ws)
+            except ConnectionRejected as exc:
+                if exc.status_code in (401, 403):
+                    refused = AuthenticationFailed(
+                        f"the server at {self.url} refused the token (HTTP {exc.status_code}); "
+                        "check the token passed to open_client"
+                    )
+                    if first:
+                        raise refused from None
+                    self._fail(refused)
+                    return
+                if first:
+                    raise
+            except (OSError, HandshakeError, trio.TooSlowError):
+                if first:
+                    raise
+            if self._closing:
+                return
+            if not self._reconnect:
+                self._fail(ConnectionLost(f"the connection to {self.url} was closed"))
+                return
+            await trio.sleep(backoff)
+            backoff = min(backoff * 2, self._max_backoff)
+
+    async def _serve(self, ws: WebSocketConnection) -> None:
+        self._ws = ws
+        self.connections += 1
+        self._connected.set()
+        try:
+            async with trio.open_nursery() as nursery:
+                for thread in list(self._threads.values()):
+                    if thread.watching:
+                        nursery.start_soon(thread.rewatch)
+                while True:
+                    try:
+                        message = await ws.get_message()
+                    except ConnectionClosed:
+                        break
+                    self._dispatch(message, nursery)
+                nursery.cancel_scope.cancel()
+        finally:
+            self._ws = None
+            self._connected = trio.Event()
+            for call in list(self._calls.values()):
+                call.error = ConnectionLost(
+                    "the connection dropped before the server answered; read the state again "
+                    "before repeating the request"
+                )
+                call.done.set()
+
+    def _fail(self, exc: Exception) -> None:
+        self._failure = exc
+        self._connected.set()
+
+    def _dispatch(self, message: str | bytes, nursery: trio.Nursery) -> None:
+        frame = json.loads(message)
+        kind = frame.get("type")
+        if kind in ("result", "error"):
+            call = self._calls.get(frame.get("id"))
+            if call is None:
+                if kind == "error":
+                    _log.warning("the server sent an error: %s", frame.get("message"))
+                return
+            if kind == "result":
+                call.result = frame["result"]
+                if call.on_result is not None:
+                    call.on_result(call.result)
+            else:
+                call.error = ServerError(frame["code"], frame["message"])
+            call.done.set()
+            return
+        thread = self._threads.get(frame.get("threadId"))
+        if thread is None:
+            return
+        if kind == "snapshot":
+            thread.on_snapshot(frame)
+        elif kind == "update":
+            if thread.on_update(frame) == "gap":
+                nursery.start_soon(thread.rewatch)
+        elif kind == "watchEnded" and thread.watching and frame.get("reason") != "shutting-down":
+            nursery.start_soon(thread.rewatch)
+
+
+class ClientThread:
+    """A thread seen through a client: ``get_state()`` (kept current while watched),
+    ``refresh()``, ``watch()``, ``send()`` and its pending actions."""
+
+    def __init__(self, client: Client, thread_id: str) -> None:
+        self._client = client
+        self.thread_id = thread_id
+        self._replica: ThreadReplica | None = None
+        self._state: ThreadState | None = None
+        self._watchers: set[trio.MemorySendChannel[ThreadUpdate | ThreadResynced]] = set()
+        self._first_snapshot = False  # the next snapshot starts a watch (no ThreadResynced)
+
+    @property
+    def watching(self) -> bool:
+        return bool(self._watchers)
+
+    def get_state(self) -> ThreadState:
+        """The thread as this client knows it (synchronous): as last read, plus every update
+        received since (transient tool data included, while watched)."""
+        if self._state is None:
+            assert self._replica is not None
+            self._state = ThreadState.model_validate(self._replica.state_wire(live=True))
+        return self._state
+
+    async def refresh(self) -> ThreadState:
+        """Read the thread's state from the server again, and return it."""
+        if self.watching:
+            await self.rewatch(fresh=True)
+        else:
+            result = await self._client.request("getState", threadId=self.thread_id)
+            self._replica = ThreadReplica.from_snapshot(
+                {
+                    "threadId": self.thread_id,
+                    "cursor": {"epoch": "", "seq": 0},
+                    "state": result["state"],
+                    "pendingActions": result["pendingActions"],
+                }
+            )
+            self._state = None
+        return self.get_state()
+
+    async def send(
+        self,
+        text: str,
+        *,
+        client_data: JsonValue = None,
+        client_tools: Sequence[ClientTool] = (),
+    ) -> str:
+        """Send the user's ``text`` and return the run's id."""
+        tools: list[JsonValue] = [
+            {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
+            for t in client_tools
+        ]
+        result = await self._client.request(
+            "send", threadId=self.thread_id, text=text, clientData=client_data, clientTools=tools
+        )
+        return str(result["runId"])
+
+    async def cancel_run(self, run_id: str, reason: str | None = None) -> None:
+        await self._client.cancel_run(run_id, reason)
+
+    def pending_actions(self) -> list[PendingActionView]:
+        """The pending actions the thread's parts show, in part order (from the local state)."""
+        assert self._replica is not None
+        return [self._client.action_view(action) for action in self._replica.pending_actions()]
+
+    def get_pending_action(
+        self, message: Message | Mapping[str, Any], part: ToolPart | Mapping[str, Any]
+    ) -> PendingActionView | None:
+        """The pending action ``part`` of ``message`` (from ``get_state()``) shows, or
+        ``None`` (synchronous)."""
+        message_id = message.id if isinstance(message, Message) else message["id"]
+        call_id = part.tool_call_id if isinstance(part, ToolPart) else part.get("toolCallId")
+        assert self._replica is not None
+        action = self._replica.pending.get(str(call_id))
+        if action is None or action["ref"]["messageId"] != message_id:
+            return None
+        return self._client.action_view(action)
+
+    def watch(self, *, capacity: int = 256) -> AbstractAsyncContextManager[ClientWatch]:
+        """Watch the thread: ``async with thread.watch() as updates: async for u in updates``.
+        Each update is applied to ``get_state()`` before it is yielded."""
+        return self._watch(capacity)
+
+    @asynccontextmanager
+    async def _watch(self, capacity: int) -> AsyncIterator[ClientWatch]:
+        send, receive = trio.open_memory_channel[ThreadUpdate | ThreadResynced](capacity)
+        first = not self._watchers
+        self._watchers.add(send)
+        try:
+            if first:
+                self._first_snapshot = True
+                await self.rewatch(fresh=True)
+            async with receive:
+                yield ClientWatch(self.thread_id, receive)
+        finally:
+            self._watchers.discard(send)
+            send.close()
+            if not self._watchers and self._client._ws is not None:
+                with trio.CancelScope(shield=True), trio.move_on_after(5):
+                    try:
+                        await self._client.request("unwatch", threadId=self.thread_id)
+                    except ClientError:
+                        pass
+
+    async def rewatch(self, *, fresh: bool = False) -> None:
+        """(Re)subscribe: from the cursor (missed updates replayed), or ``fresh``."""
+        cursor = (
+            None
+            if fresh or self._replica is None or not self._replica.cursor.epoch
+            else self._replica.cursor
+        )
+        fields: dict[str, JsonValue] = {"threadId": self.thread_id}
+        if cursor is not None:
+            fields["cursor"] = cursor.to_wire()
+        try:
+            await self._client._request("watch", fields, self._on_watch_result)
+        except ConnectionLost:
+            pass  # the next connection watches again
+
+    def _on_watch_result(self, result: dict[str, Any]) -> None:
+        for frame in result["frames"]:
+            if frame["type"] == "snapshot":
+                self.on_snapshot(frame)
+            else:
+                self.on_update(frame)
+
+    def on_snapshot(self, frame: dict[str, Any]) -> None:
+        resynced = (
+            not self._first_snapshot
+            and self._replica is not None
+            and self._replica.cursor.epoch != ""
+        )
+        self._first_snapshot = False
+        self._replica = ThreadReplica.from_snapshot(frame)
+        self._state = None
+        if resynced:
+            self._emit(ThreadResynced(self.thread_id, self.get_state()))
+
+    def on_update(self, frame: dict[str, Any]) -> str:
+        if self._replica is None:
+            return "gap"
+        applied = self._replica.apply(frame)
+        if applied == "applied":
+            self._state = None
+            self._emit(_UPDATE.validate_python(frame["update"]))
+        return applied
+
+    def _emit(self, event: ThreadUpdate | ThreadResynced) -> None:
+        for send in list(self._watchers):
+            try:
+                send.send_nowait(event)
+            except trio.WouldBlock:
+                self._watchers.discard(send)
+                send.close()
+
+
+class ClientWatch:
+    """What ``thread.watch()`` gives: an async iterator of :data:`ThreadUpdate` and
+    :class:`ThreadResynced`. One that falls ``capacity`` behind ends with
+    :class:`WatchOverflow` (the thread's ``get_state()`` stays current regardless)."""
+
+    def __init__(
+        self, thread_id: str, receive: trio.MemoryReceiveChannel[ThreadUpdate | ThreadResynced]
+    ) -> None:
+        self.thread_id = thread_id
+        self._receive = receive
+
+    def __aiter__(self) -> AsyncIterator[ThreadUpdate | ThreadResynced]:
+        return self
+
+    async def __anext__(self) -> ThreadUpdate | ThreadResynced:
+        try:
+            return await self._receive.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def receive(self) -> ThreadUpdate | ThreadResynced:
+        return await self.__anext__()
+
+
+@asynccontextmanager
+async def open_client(
+    url: str,
+    *,
+    token: str,
+    reconnect: bool = True,
+    min_backoff: float = 0.05,
+    max_backoff: float = 5.0,
+    max_frame_bytes: int = MAX_FRAME_BYTES,
+) -> AsyncIterator[Client]:
+    """Connect to a pai_actors server at ``url`` (``ws://host:port/``) with the bearer
+    ``token``. The first connection must succeed (its error is raised here:
+    :class:`AuthenticationFailed`, ``OSError``, ...); later drops reconnect with backoff."""
+    if not isinstance(token, str) or not token:
+        raise TypeError("open_client(token=...) needs the bearer token, a non-empty str")
+    client = Client(
+        url,
+        token,
+        reconnect=reconnect,
+        min_backoff=min_backoff,
+        max_backoff=max_backoff,
+        max_frame_bytes=max_frame_bytes,
+    )
+    async with trio.open_nursery() as nursery:
+        client._nursery = nursery
+        await nursery.start(client._run)
+        try:
+            yield client
+        finally:
+            client._closing = True
+            ws = client._ws
+            if ws is not None:
+                with trio.CancelScope(shield=True), trio.move_on_after(2):
+                    await ws.aclose()
+            nursery.cancel_scope.cancel()
+
+
+_ = WatchOverflow  # documented above; raised by watches of the runtime, not here

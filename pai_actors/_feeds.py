@@ -1,0 +1,216 @@
+"""The server's thread feeds: one runtime watch per watched thread, numbered and fanned out.
+
+A feed opens ``rt.watch(thread_id, snapshot=True)`` when the first connection watches the
+thread, numbers each update (an :class:`UpdateLog` whose ``epoch`` is new for each feed),
+keeps a :class:`ThreadReplica` of the thread, and hands every update frame to each
+subscriber's bounded channel. A subscriber starts from a cursor: the frames after it when
+the log still has them, else a snapshot (the replica's state at the current ``seq``), so a
+watcher that reconnects misses nothing and sees nothing twice.
+
+A subscriber that falls more than its capacity behind is dropped (``overflowed``) and its
+connection tells the client, which watches again from its cursor. A feed with no subscriber
+lingers for ``linger`` seconds, so that a client that reconnects soon gets the updates it
+missed rather than a snapshot, then ends. A feed that itself fell behind the runtime, or
+whose runtime closed, ends its subscribers (``ended``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from ._errors import WatchOverflow
+from ._frames import Cursor, action_wire, snapshot_frame
+from ._json import JsonValue
+from ._loading import pending_action_of_part
+from ._parts import ToolPart
+from ._pending import PendingActionView
+from ._replica import ThreadReplica, UpdateLog
+from ._runtime import AgentRuntime
+from ._state import ThreadState
+from ._watch import ToolPartUpdated
+
+_RUNTIME_WATCH_CAPACITY = 4096
+_log = logging.getLogger("pai_actors.server")
+
+
+def view_wire(view: PendingActionView) -> dict[str, JsonValue]:
+    """A pending action view as the protocol shows it."""
+    return action_wire(view.name, view.input, view.ref, view.resume_schema)
+
+
+def state_actions(rt: AgentRuntime, state: ThreadState) -> list[JsonValue]:
+    """The pending actions the parts of ``state`` show, in part order."""
+    actions: list[JsonValue] = []
+    for message in state.messages:
+        for part in message.parts:
+            if isinstance(part, ToolPart):
+                view = pending_action_of_part(rt, message.id, part)
+                if view is not None:
+                    actions.append(view_wire(view))
+    return actions
+
+
+@dataclass(eq=False)
+class Subscriber:
+    """One connection's watch of a feed: frames arrive on ``receive``; when it ends,
+    ``overflowed`` says it fell behind and ``reason`` why else it ended."""
+
+    send: trio.MemorySendChannel[dict[str, JsonValue]]
+    receive: trio.MemoryReceiveChannel[dict[str, JsonValue]]
+    overflowed: bool = False
+    reason: str | None = None
+
+
+@dataclass(eq=False)
+class Feed:
+    thread_id: str
+    ready: trio.Event = field(default_factory=trio.Event)
+    failure: BaseException | None = None
+    log: UpdateLog | None = None
+    replica: ThreadReplica | None = None
+    subscribers: set[Subscriber] = field(default_factory=set)
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    idle_since: float | None = None
+
+
+class FeedHub:
+    """The server's feeds, by thread (see the module docstring)."""
+
+    def __init__(
+        self,
+        runtime: AgentRuntime,
+        nursery: trio.Nursery,
+        *,
+        instance: str,
+        log_capacity: int = 1024,
+        subscriber_capacity: int = 512,
+        linger: float = 60.0,
+    ) -> None:
+        self._rt = runtime
+        self._nursery = nursery
+        self._instance = instance
+        self._epochs = itertools.count(1)
+        self._feeds: dict[str, Feed] = {}
+        self._log_capacity = log_capacity
+        self._subscriber_capacity = subscriber_capacity
+        self._linger = linger
+
+    @property
+    def feeds(self) -> int:
+        """How many feeds are open."""
+        return len(self._feeds)
+
+    async def subscribe(
+        self, thread_id: str, cursor: Cursor | None
+    ) -> tuple[Subscriber, list[dict[str, JsonValue]]]:
+        """Watch ``thread_id`` from ``cursor``: the subscriber and the frames it starts with
+        (those after the cursor, or a snapshot). Raises what the runtime's watch raises."""
+        feed = self._feeds.get(thread_id)
+        if feed is None:
+            feed = Feed(thread_id)
+            self._feeds[thread_id] = feed
+            self._nursery.start_soon(self._run, feed)
+        await feed.ready.wait()
+        if feed.failure is not None:
+            raise feed.failure
+        assert feed.log is not None
+        assert feed.replica is not None
+        frames = None if cursor is None else feed.log.since(cursor)
+        if frames is None:
+            replica = feed.replica
+            frames = [
+                snapshot_frame(
+                    thread_id,
+                    feed.log.cursor,
+                    replica.state_wire(),
+                    list(replica.pending_actions()),
+                )
+            ]
+        send, receive = trio.open_memory_channel[dict[str, JsonValue]](self._subscriber_capacity)
+        subscriber = Subscriber(send, receive)
+        feed.subscribers.add(subscriber)
+        feed.idle_since = None
+        return subscriber, frames
+
+    def unsubscribe(self, thread_id: str, subscriber: Subscriber) -> None:
+        feed = self._feeds.get(thread_id)
+        subscriber.send.close()
+        if feed is None or subscriber not in feed.subscribers:
+            return
+        feed.subscribers.discard(subscriber)
+        if not feed.subscribers:
+            feed.idle_since = since = trio.current_time()
+            self._nursery.start_soon(self._expire, feed, since)
+
+    async def _expire(self, feed: Feed, since: float) -> None:
+        await trio.sleep(self._linger)
+        if not feed.subscribers and feed.idle_since == since:
+            feed.scope.cancel()
+
+    async def _run(self, feed: Feed) -> None:
+        reason = "closed"
+        try:
+            with feed.scope:
+                async with self._rt.watch(
+                    feed.thread_id, snapshot=True, capacity=_RUNTIME_WATCH_CAPACITY
+                ) as updates:
+                    assert updates.snapshot is not None
+                    log = UpdateLog(
+                        feed.thread_id,
+                        f"{self._instance}.{next(self._epochs)}",
+                        self._log_capacity,
+                    )
+                    feed.log = log
+                    feed.replica = ThreadReplica.from_snapshot(
+                        snapshot_frame(
+                            feed.thread_id,
+                            log.cursor,
+                            updates.snapshot.to_wire(),
+                            state_actions(self._rt, updates.snapshot),
+                        )
+                    )
+                    feed.ready.set()
+                    try:
+                        async for update in updates:
+                            self._publish(feed, log, update)
+                    except WatchOverflow:
+                        reason = "overflow"
+                    else:
+                        reason = "shutting-down"
+        except Exception as exc:
+            if not feed.ready.is_set():
+                feed.failure = exc
+            else:  # never take the server down: end this feed's watchers, say why in the log
+                _log.exception("the feed of thread %r failed", feed.thread_id)
+                reason = "internal"
+        finally:
+            if self._feeds.get(feed.thread_id) is feed:
+                del self._feeds[feed.thread_id]
+            feed.ready.set()
+            for subscriber in list(feed.subscribers):
+                subscriber.reason = reason
+                subscriber.send.close()
+            feed.subscribers.clear()
+
+    def _publish(self, feed: Feed, log: UpdateLog, update: Any) -> None:
+        action = None
+        if isinstance(update, ToolPartUpdated):
+            view = pending_action_of_part(self._rt, update.message_id, update.part)
+            action = None if view is None else view_wire(view)
+        frame = log.append(update.to_wire(), action)
+        assert feed.replica is not None
+        feed.replica.apply(frame)
+        for subscriber in list(feed.subscribers):
+            try:
+                subscriber.send.send_nowait(frame)
+            except trio.WouldBlock:
+                subscriber.overflowed = True
+                feed.subscribers.discard(subscriber)
+                subscriber.send.close()
+            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                feed.subscribers.discard(subscriber)

@@ -1,0 +1,294 @@
+"""The client protocol's frames: what a client sends, and what the server sends back.
+
+Every frame is one JSON text message over a WebSocket, a JSON object with ``"v": 1`` (the
+protocol version). A client sends **requests**, each with an ``id`` of its choosing and an
+``op``; the server answers each with a ``result`` or an ``error`` frame carrying that ``id``,
+and sends ``snapshot`` and ``update`` frames for the threads the connection watches. The
+requests are pydantic models that refuse unknown fields, so no frame can name a scope: the
+scope is the connection's, from its credentials. The reference, with an example of each
+frame, is ``docs/reference/protocol.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import Field, TypeAdapter, ValidationError
+
+from ._actions import ActionResult, PendingActionRef
+from ._json import JsonValue
+from ._wire import Json, WireModel
+
+PROTOCOL_VERSION = 1
+"""The version every frame carries as ``"v"``."""
+
+MAX_FRAME_BYTES = 1 << 20
+"""The largest frame a server accepts by default (1 MiB); a larger one closes the
+connection with code 1009 (message too big)."""
+
+
+class Cursor(WireModel):
+    """Where a watcher is in a thread's stream of updates: the stream's ``epoch`` and the
+    ``seq`` of the last update it applied (the snapshot's ``seq`` before any update)."""
+
+    epoch: str
+    seq: int = Field(ge=0)
+
+    def to_wire(self) -> dict[str, JsonValue]:
+        return {"epoch": self.epoch, "seq": self.seq}
+
+
+class ClientToolSpec(WireModel):
+    """A request-time client tool offered with a ``send``."""
+
+    name: str
+    description: str = ""
+    input_schema: dict[str, Json] | None = None
+
+
+class _Request(WireModel):
+    v: Literal[1]
+    id: int = Field(ge=0, le=2**53)
+
+
+class CreateThreadRequest(_Request):
+    op: Literal["createThread"]
+
+
+class SendRequest(_Request):
+    op: Literal["send"]
+    thread_id: str
+    text: str
+    client_data: Json = None
+    client_tools: tuple[ClientToolSpec, ...] = ()
+
+
+class GetStateRequest(_Request):
+    op: Literal["getState"]
+    thread_id: str
+
+
+class WatchRequest(_Request):
+    op: Literal["watch"]
+    thread_id: str
+    cursor: Cursor | None = None
+
+
+class UnwatchRequest(_Request):
+    op: Literal["unwatch"]
+    thread_id: str
+
+
+class ListPendingActionsRequest(_Request):
+    op: Literal["listPendingActions"]
+    thread_id: str | None = None
+
+
+class SubmitActionRequest(_Request):
+    op: Literal["submitAction"]
+    ref: PendingActionRef
+    payload: Json = None
+
+
+class CancelActionRequest(_Request):
+    op: Literal["cancelAction"]
+    ref: PendingActionRef
+    reason: str | None = None
+
+
+class FailActionRequest(_Request):
+    op: Literal["failAction"]
+    ref: PendingActionRef
+    error: str
+
+
+class CancelRunRequest(_Request):
+    op: Literal["cancelRun"]
+    run_id: str
+    reason: str | None = None
+
+
+class ReadFileRequest(_Request):
+    op: Literal["readFile"]
+    file_id: str
+
+
+Request: TypeAlias = Annotated[
+    CreateThreadRequest
+    | SendRequest
+    | GetStateRequest
+    | WatchRequest
+    | UnwatchRequest
+    | ListPendingActionsRequest
+    | SubmitActionRequest
+    | CancelActionRequest
+    | FailActionRequest
+    | CancelRunRequest
+    | ReadFileRequest,
+    Field(discriminator="op"),
+]
+"""Every request a client may send."""
+
+OPS: tuple[str, ...] = (
+    "createThread",
+    "send",
+    "getState",
+    "watch",
+    "unwatch",
+    "listPendingActions",
+    "submitAction",
+    "cancelAction",
+    "failAction",
+    "cancelRun",
+    "readFile",
+)
+
+_REQUEST: TypeAdapter[Request] = TypeAdapter(Request)
+
+ErrorCode: TypeAlias = Literal[
+    "bad-frame",
+    "unsupported-version",
+    "unknown-op",
+    "invalid-request",
+    "not-found",
+    "thread-busy",
+    "migration-required",
+    "shutting-down",
+    "internal",
+]
+"""What an ``error`` frame's ``code`` may be (see the protocol reference)."""
+
+
+class FrameError(Exception):
+    """A frame the server cannot take; ``code`` and ``message`` go into the error frame,
+    ``request_id`` is the frame's ``id`` when it could be read."""
+
+    def __init__(self, code: ErrorCode, message: str, request_id: int | None = None) -> None:
+        super().__init__(message)
+        self.code: ErrorCode = code
+        self.message = message
+        self.request_id = request_id
+
+
+def parse_request(text: str | bytes) -> Request:
+    """Read one client frame, or raise :class:`FrameError` saying what is wrong with it."""
+    if isinstance(text, bytes):
+        raise FrameError("bad-frame", "frames are JSON text messages; this was a binary message")
+    try:
+        raw: Any = json.loads(text)
+    except ValueError as exc:
+        raise FrameError("bad-frame", f"the frame is not JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise FrameError(
+            "bad-frame", f"a frame is a JSON object, got {type(raw).__name__}"
+        ) from None
+    request_id = raw.get("id")
+    if not isinstance(request_id, int) or isinstance(request_id, bool) or request_id < 0:
+        raise FrameError(
+            "bad-frame",
+            f"a request needs an 'id' that is a non-negative integer, got {request_id!r}",
+        )
+    if raw.get("v") != PROTOCOL_VERSION:
+        raise FrameError(
+            "unsupported-version",
+            f"this server speaks protocol version {PROTOCOL_VERSION}, the frame says "
+            f"'v': {raw.get('v')!r}; send 'v': {PROTOCOL_VERSION}",
+            request_id,
+        )
+    op = raw.get("op")
+    if op not in OPS:
+        raise FrameError(
+            "unknown-op",
+            f"unknown op {op!r}; use one of {', '.join(OPS)}",
+            request_id,
+        )
+    try:
+        return _REQUEST.validate_python(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, error['loc'][1:])) or 'frame'}: {error['msg']}"
+            for error in exc.errors(include_url=False)
+        )
+        raise FrameError(
+            "invalid-request", f"invalid {op!r} request: {problems}", request_id
+        ) from None
+
+
+# -- server frames ----------------------------------------------------------------------------
+
+
+def encode(frame: dict[str, JsonValue]) -> str:
+    """A server frame as the JSON text sent."""
+    return json.dumps(frame, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def result_frame(request_id: int, result: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    return {"v": PROTOCOL_VERSION, "type": "result", "id": request_id, "result": result}
+
+
+def error_frame(code: ErrorCode, message: str, request_id: int | None) -> dict[str, JsonValue]:
+    return {
+        "v": PROTOCOL_VERSION,
+        "type": "error",
+        "id": request_id,
+        "code": code,
+        "message": message,
+    }
+
+
+def snapshot_frame(
+    thread_id: str,
+    cursor: Cursor,
+    state: dict[str, JsonValue],
+    pending_actions: list[JsonValue],
+) -> dict[str, JsonValue]:
+    return {
+        "v": PROTOCOL_VERSION,
+        "type": "snapshot",
+        "threadId": thread_id,
+        "cursor": cursor.to_wire(),
+        "state": state,
+        "pendingActions": pending_actions,
+    }
+
+
+def update_frame(
+    thread_id: str,
+    cursor: Cursor,
+    update: dict[str, JsonValue],
+    pending_action: dict[str, JsonValue] | None = None,
+) -> dict[str, JsonValue]:
+    frame: dict[str, JsonValue] = {
+        "v": PROTOCOL_VERSION,
+        "type": "update",
+        "threadId": thread_id,
+        "cursor": cursor.to_wire(),
+        "update": update,
+    }
+    if update.get("type") == "tool-part-updated":
+        frame["pendingAction"] = pending_action
+    return frame
+
+
+def watch_ended_frame(thread_id: str, reason: str, message: str) -> dict[str, JsonValue]:
+    """The server stopped a watch (``reason``: ``overflow`` or ``shutting-down``); after an
+    overflow the client watches again from its cursor."""
+    return {
+        "v": PROTOCOL_VERSION,
+        "type": "watchEnded",
+        "threadId": thread_id,
+        "reason": reason,
+        "message": message,
+    }
+
+
+def action_wire(
+    name: str, input: JsonValue, ref: PendingActionRef, resume_schema: JsonValue
+) -> dict[str, JsonValue]:
+    """A pending action as the protocol shows it."""
+    return {"name": name, "input": input, "ref": ref.to_wire(), "resumeSchema": resume_schema}
+
+
+def action_result_wire(result: ActionResult) -> dict[str, JsonValue]:
+    return {"actionResult": result.to_wire()}

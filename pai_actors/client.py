@@ -1,0 +1,36 @@
+"""The Python client of the pai_actors protocol: ``open_client(url, token=...)``.
+
+See ``docs/guides/client.md``. Every name here is re-exported from private modules.
+"""
+
+from ._client import AuthenticationFailed as AuthenticationFailed
+from ._client import Client as Client
+from ._client import ClientError as ClientError
+from ._client import ClientThread as ClientThread
+from ._client import ClientWatch as ClientWatch
+from ._client import ConnectionLost as ConnectionLost
+from ._client import FileDownload as FileDownload
+from ._client import ServerError as ServerError
+from ._client import ThreadResynced as ThreadResynced
+from ._client import open_client as open_client
+from ._pending import PendingActionView as PendingActionView
+
+__all__ = [
+    "AuthenticationFailed",
+    "Client",
+    "ClientError",
+    "ClientThread",
+    "ClientWatch",
+    "ConnectionLost",
+    "FileDownload",
+    "PendingActionView",
+    "ServerError",
+    "ThreadResynced",
+    "open_client",
+]
+
+for _name in __all__:
+    _obj = globals()[_name]
+    if getattr(_obj, "__module__", "").startswith("pai_actors._") and _name != "PendingActionView":
+        _obj.__module__ = __name__
+del _name, _obj

@@ -1,0 +1,27 @@
+"""The pai_actors protocol server: ``open_server(runtime, authenticate=...)``.
+
+See ``docs/reference/protocol.md`` and ``docs/guides/cli.md``. Every name here is
+re-exported from private modules.
+"""
+
+from ._frames import MAX_FRAME_BYTES as MAX_FRAME_BYTES
+from ._frames import PROTOCOL_VERSION as PROTOCOL_VERSION
+from ._server import Authenticate as Authenticate
+from ._server import Identity as Identity
+from ._server import Server as Server
+from ._server import ServerStatistics as ServerStatistics
+from ._server import open_server as open_server
+
+__all__ = [
+    "MAX_FRAME_BYTES",
+    "PROTOCOL_VERSION",
+    "Authenticate",
+    "Identity",
+    "Server",
+    "ServerStatistics",
+    "open_server",
+]
+
+for _name in ("Identity", "Server", "ServerStatistics", "open_server"):
+    globals()[_name].__module__ = __name__
+del _name
