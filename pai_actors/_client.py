@@ -482,6 +482,8 @@ class ClientThread:
             except trio.WouldBlock:
                 self._watchers.discard(send)
                 send.close()
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._watchers.discard(send)  # that watch's block has ended
 
 
 class ClientWatch:

@@ -152,13 +152,18 @@ class ScriptedModel:
 
     A step raises :class:`ScriptedModelError` (when its stream is iterated) if it calls a
     tool the request did not offer, or if no step is left for the request.
+    ``repeat_last=True`` plays the last step for every request after it (a callable step
+    then scripts every conversation, as a served application needs); ``record=False``
+    keeps :attr:`requests` empty, so a long-running model holds no history.
 
     Concurrency: :meth:`stream` takes the next step and records the request when it is
     called, so concurrent streams get steps in the order they were requested. Every event
     is preceded by a trio checkpoint, as a real model's stream would be.
     """
 
-    def __init__(self, steps: Iterable[Step]) -> None:
+    def __init__(
+        self, steps: Iterable[Step], *, repeat_last: bool = False, record: bool = True
+    ) -> None:
         if isinstance(steps, str | bytes | ScriptedText | ScriptedToolCall):
             raise ScriptedModelError(
                 f"ScriptedModel takes a list of steps, got {steps!r}; "
@@ -170,6 +175,9 @@ class ScriptedModel:
             for n, step in enumerate(self._given, 1)
         )
         self._requests: list[ModelRequest] = []
+        self._repeat_last = repeat_last and bool(self._steps)
+        self._record = record
+        self._count = 0
 
     @property
     def requests(self) -> list[ModelRequest]:
@@ -181,8 +189,10 @@ class ScriptedModel:
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Record ``request``, take the next step and return the stream of its events."""
-        self._requests.append(request)
-        return self._play(len(self._requests), request)
+        self._count += 1
+        if self._record:
+            self._requests.append(request)
+        return self._play(self._count, request)
 
     async def _play(self, number: int, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         items = await self._resolve(number, request)
@@ -207,6 +217,8 @@ class ScriptedModel:
             yield Finish("tool-calls" if called else "stop")
 
     async def _resolve(self, number: int, request: ModelRequest) -> tuple[ScriptItem, ...]:
+        if number > len(self._steps) and self._repeat_last:
+            number = len(self._steps)
         if number > len(self._steps):
             count = len(self._steps)
             raise ScriptedModelError(

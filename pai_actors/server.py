@@ -4,6 +4,8 @@ See ``docs/reference/protocol.md`` and ``docs/guides/cli.md``. Every name here i
 re-exported from private modules.
 """
 
+from ._application import Application as Application
+from ._application import ApplicationError as ApplicationError
 from ._frames import MAX_FRAME_BYTES as MAX_FRAME_BYTES
 from ._frames import PROTOCOL_VERSION as PROTOCOL_VERSION
 from ._server import Authenticate as Authenticate
@@ -15,6 +17,8 @@ from ._server import open_server as open_server
 __all__ = [
     "MAX_FRAME_BYTES",
     "PROTOCOL_VERSION",
+    "Application",
+    "ApplicationError",
     "Authenticate",
     "Identity",
     "Server",
@@ -22,6 +26,13 @@ __all__ = [
     "open_server",
 ]
 
-for _name in ("Identity", "Server", "ServerStatistics", "open_server"):
+for _name in (
+    "Application",
+    "ApplicationError",
+    "Identity",
+    "Server",
+    "ServerStatistics",
+    "open_server",
+):
     globals()[_name].__module__ = __name__
 del _name
