@@ -1,7 +1,8 @@
-"""``pai-actors demo``: an approval flow, then the supervision tree underneath it.
+"""``pai-actors demo``: a server and a client, then the supervision tree underneath.
 
-The first half (``_approval_demo``) runs a tool call that suspends for a person's approval
-and resumes when the pending action is submitted. The second half shows the foundation: a
+The first half (``_protocol_demo``) serves a billing agent over the protocol and plays a
+client: the tool's live progress, its pending approval, a server restart the client rides
+out, the approval and the result. The second half shows the foundation: a
 tree is spawned, a child crashes and its supervisor restarts it (with ``rest_for_one``, its
 younger sibling too), and the whole tree is cancelled and drawn with each exit reason.
 """
@@ -97,10 +98,10 @@ def _indent(text: str) -> str:
 
 
 async def run_both(say: Callable[[str], None] = print) -> None:
-    from ._approval_demo import run_approval_demo
+    from ._protocol_demo import run_protocol_demo
 
-    say("== A tool call that waits for approval ==\n")
-    await run_approval_demo(say)
+    say("== A server, a client, and a tool call that waits for approval ==\n")
+    await run_protocol_demo(say)
     say("\n== The supervision tree underneath ==\n")
     await run_demo(say)
 

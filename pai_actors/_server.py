@@ -445,10 +445,16 @@ async def open_server(
         )
         server = Server(runtime, authenticate, feeds)
         server.host = host
-        server._ws_server = await nursery.start(_serve, server, host, port, max_frame_bytes)
+        listening = trio.CancelScope()
+        # Connections run in this nursery, not the listener's: shutting down stops accepting
+        # first (a client that connects then is refused by the OS, not half-handshaken).
+        server._ws_server = await nursery.start(
+            _serve, server, host, port, max_frame_bytes, nursery, listening
+        )
         try:
             yield server
         finally:
+            listening.cancel()
             await server.close_connections()
             nursery.cancel_scope.cancel()
 
@@ -458,14 +464,18 @@ async def _serve(
     host: str,
     port: int,
     max_frame_bytes: int,
+    handlers: trio.Nursery,
+    listening: trio.CancelScope,
     *,
     task_status: trio.TaskStatus[WebSocketServer] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    await serve_websocket(
-        server.handle,
-        host,
-        port,
-        ssl_context=None,
-        max_message_size=max_frame_bytes,
-        task_status=task_status,
-    )
+    with listening:
+        await serve_websocket(
+            server.handle,
+            host,
+            port,
+            ssl_context=None,
+            handler_nursery=handlers,
+            max_message_size=max_frame_bytes,
+            task_status=task_status,
+        )

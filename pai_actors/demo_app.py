@@ -17,6 +17,7 @@ a bearer token into a trusted :class:`~pai_actors.server.Identity`.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -122,12 +123,20 @@ def authenticate(token: str) -> Identity | None:
 
 def factory(store: Store) -> Application:
     """The application ``pai-actors serve`` hosts, on ``store``."""
+    return build(store)
+
+
+def build(store: Store, *, new_id: Callable[[str], str] | None = None) -> Application:
+    """:func:`factory` with a choice of id generator (``pai-actors demo`` counts ids)."""
     agent = define_agent(
         name="billing",
         instructions="Send invoices when asked; a person approves each one.",
         tools={"sendInvoice": send_invoice_tool},
     )
-    runtime = create_agent_runtime(
-        agent, model=ScriptedModel([scripted_step], repeat_last=True, record=False), store=store
+    model = ScriptedModel([scripted_step], repeat_last=True, record=False)
+    runtime = (
+        create_agent_runtime(agent, model=model, store=store)
+        if new_id is None
+        else create_agent_runtime(agent, model=model, store=store, new_id=new_id)
     )
     return Application(runtime=runtime, authenticate=authenticate)
