@@ -42,6 +42,7 @@ from supervisors import Supervisor
 
 from ._acquire import Capabilities
 from ._agents import AgentRunner
+from ._blocking import require_trio
 from ._context import (
     AbortController,
     AbortSignal,
@@ -219,11 +220,11 @@ class ChildCalls:
                 execute = registration.tool.execute
                 assert execute is not None  # children have execute (checked at definition)
                 if self.acquire is None or not registration.tool.capabilities:
-                    result.append(await call_callback(execute, ctx))
+                    result.append(await self.rt.blocking.call(execute, ctx))
                 else:
                     async with self.acquire(registration, thread) as capabilities:
                         ctx = replace(ctx, capabilities=capabilities)
-                        result.append(await call_callback(execute, ctx))
+                        result.append(await self.rt.blocking.call(execute, ctx))
             except Exception as exc:
                 failure.append(exc)
             finally:
@@ -299,7 +300,14 @@ class BoundTool:
     def __repr__(self) -> str:
         return f"BoundTool({self.name!r}, enabled={self.enabled})"
 
-    async def execute(self, raw_input: object, *, abort_signal: AbortSignal | None = None) -> Any:
+    def execute(
+        self, raw_input: object, *, abort_signal: AbortSignal | None = None
+    ) -> Awaitable[Any]:
+        """``await ctx.tools.<name>.execute(raw_input, *, abort_signal=None)``."""
+        require_trio(f"ctx.tools.{self.name}.execute()")
+        return self._execute(raw_input, abort_signal)
+
+    async def _execute(self, raw_input: object, abort_signal: AbortSignal | None) -> Any:
         calls = self._calls
         if calls.closed:
             raise calls.refuse(

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import trio
 
 from ._actions import PendingActionRef
+from ._blocking import require_trio
 from ._json import JsonValue
 from ._parts import ToolDataItem
 
@@ -121,8 +122,20 @@ class AbortSignal:
     def reason(self) -> str | None:
         return self._reason
 
-    async def wait(self) -> None:
-        await self._event.wait()
+    def wait(self) -> Awaitable[None]:
+        """``await signal.wait()``: return once aborted (a trio method: from a blocking
+        tool's worker thread, poll ``aborted`` instead)."""
+        require_trio("ctx.signal.wait()")
+        return self._event.wait()
+
+    def _abort(self, reason: str | None) -> None:
+        """Abort this signal and its followers; later calls change nothing."""
+        if not self._event.is_set():
+            self._reason = reason
+            self._event.set()
+            followers, self._followers = self._followers, []
+            for follower in followers:
+                follower.abort(reason)
 
     def __repr__(self) -> str:
         return f"AbortSignal(aborted={self.aborted}, reason={self.reason!r})"
@@ -136,13 +149,7 @@ class AbortController:
 
     def abort(self, reason: str | None = None) -> None:
         """Abort the signal; later calls change nothing (the first reason is kept)."""
-        signal = self.signal
-        if not signal.aborted:
-            signal._reason = reason
-            signal._event.set()
-            followers, signal._followers = signal._followers, []
-            for follower in followers:
-                follower.abort(reason)
+        self.signal._abort(reason)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -157,13 +164,17 @@ class ToolDataWriter:
     _write: Callable[[str, object, str | None, bool], Awaitable[None]]
     _list: Callable[[str], Awaitable[list[ToolDataItem]]]
 
-    async def write(
+    def write(
         self, name: str, value: object, *, id: str | None = None, transient: bool = False
-    ) -> None:
-        await self._write(name, value, id, transient)
+    ) -> Awaitable[None]:
+        """``await ctx.data.write(name, value, *, id=None, transient=False)``."""
+        require_trio("ctx.data.write()")
+        return self._write(name, value, id, transient)
 
-    async def list(self, name: str) -> list[ToolDataItem]:
-        return await self._list(name)
+    def list(self, name: str) -> Awaitable[list[ToolDataItem]]:
+        """``await ctx.data.list(name)``: the channel's stored items."""
+        require_trio("ctx.data.list()")
+        return self._list(name)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -193,7 +204,9 @@ class ToolContext:
         """Return this from ``execute`` to wait at suspend point ``name`` showing ``input``."""
         return ToolSuspendResult(name, input)
 
-    async def trigger(self, notification: str, *, data: Any = None, hidden: bool = False) -> None:
+    def trigger(
+        self, notification: str, *, data: Any = None, hidden: bool = False
+    ) -> Awaitable[None]:
         """Append a server notification (a ``system`` message, ``metadata["notification"]
         == {"hidden": hidden, "data": data}``) to this call's thread and continue generation,
         with or without a client connected; returns once it is stored. During a run, the
@@ -201,7 +214,8 @@ class ToolContext:
         (a background task may hold it), for as long as the runtime is open."""
         if self._trigger is None:
             raise RuntimeError("this ToolContext was not made by a runtime: it cannot trigger")
-        await self._trigger(notification, data=data, hidden=hidden)
+        require_trio("ctx.trigger()")
+        return self._trigger(notification, data=data, hidden=hidden)
 
     def fail(self, message: str) -> ToolFailResult:
         """Return this from ``execute`` to fail deliberately; ``message`` is the errorText."""

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ._agent import AgentDefinition, Pai, check_runtime
+from ._blocking import DEFAULT_THREAD_LIMIT, BlockingTools, SyncTools
 from ._clock import Clock, wall_clock
 from ._errors import PaiError
 from ._files import DEFAULT_MAX_FILE_BYTES
@@ -40,6 +41,8 @@ def create_agent_runtime(
     new_id: Callable[[str], str] = uuid_ids,
     clock: Clock = wall_clock,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    sync_tools: SyncTools = "thread",
+    thread_limit: int = DEFAULT_THREAD_LIMIT,
 ) -> AgentRuntime:
     """Create the runtime for an agent, or for every agent of a :class:`Pai`.
 
@@ -52,9 +55,19 @@ def create_agent_runtime(
     every recorded timestamp (timezone-aware); ``capabilities`` binds each capability token
     (or its id) to a callable receiving a :class:`CapabilityRequest` and returning an async
     context manager whose value is the facade; ``max_file_bytes`` bounds a file a tool
-    saves (``ctx.files``). Misconfiguration raises
+    saves (``ctx.files``).
+
+    ``sync_tools`` says where an ``execute`` that is a plain ``def`` runs: ``"thread"`` (the
+    default) in a worker thread, at most ``thread_limit`` at once (a ``trio.CapacityLimiter``
+    of this runtime), so a blocking tool does not stall the other runs; ``"inline"`` on the
+    trio thread, as an ``async def`` would, which a simulation under
+    ``trio.testing.MockClock(autojump_threshold=0)`` needs (a worker thread's work is time the
+    autojump clock does not see). Only ``execute`` moves; the other callbacks always run
+    inline. See ``docs/guides/synchronous.md`` for what a blocking tool may call on ``ctx``
+    and what cancellation cannot interrupt. Misconfiguration raises
     :class:`RuntimeConfigError` (or :class:`PaiError`) here, before anything runs.
     """
+    blocking = BlockingTools(sync_tools, thread_limit)
     bindings = check_runtime(agent_or_pai, capabilities=capabilities)
     if isinstance(agent_or_pai, Pai):
         if not agent_or_pai.agents:
@@ -80,4 +93,5 @@ def create_agent_runtime(
         clock=clock,
         bindings=bindings,
         max_file_bytes=max_file_bytes,
+        blocking=blocking,
     )

@@ -72,7 +72,7 @@ from ._prepare import (
     resolve_runtime_context,
 )
 from ._records import RunRecord, StoredCall, ThreadRecord
-from ._registration import ClientTool, ToolRegistration, call_callback
+from ._registration import ClientTool, ToolRegistration
 from ._run_io import (
     needs_observing,
     observe_output,
@@ -591,14 +591,15 @@ class _CallDriver:
 
     async def _call_execute(self, registration: ToolRegistration, ctx: ToolContext) -> Any:
         """``execute(ctx)``, inside the tool's capability facades when it declares any
-        (acquired before, released after, also on failure and cancellation)."""
+        (acquired before, released after, also on failure and cancellation); a plain ``def``
+        in a worker thread unless the runtime runs them inline (see ``_blocking``)."""
         execute = registration.tool.execute
         assert execute is not None
         declared = registration.tool.capabilities
         if not declared:
-            return await call_callback(execute, ctx)
+            return await self.rt.blocking.call(execute, ctx)
         async with self.rt.acquire(declared, self.live, ctx.thread) as capabilities:
-            return await call_callback(execute, replace(ctx, capabilities=capabilities))
+            return await self.rt.blocking.call(execute, replace(ctx, capabilities=capabilities))
 
     async def _execute_with_children(
         self,

@@ -41,6 +41,7 @@ from supervisors import Supervisor, open_supervisor
 from ._acquire import Binding, Capabilities, acquire_capabilities
 from ._actions import ActionResult, PendingActionRef
 from ._agent import AgentDefinition
+from ._blocking import BlockingTools
 from ._call_record import CallRecord, CallSpec
 from ._calls import cancel_action, fail_action, interrupt_call, submit
 from ._capability import Capability
@@ -114,8 +115,11 @@ class AgentRuntime:
         clock: Clock,
         bindings: Mapping[str, Binding] | None = None,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        blocking: BlockingTools | None = None,
     ) -> None:
         self.agents = agents
+        # where plain def executes run (a worker thread or inline) and their limiter
+        self.blocking = blocking if blocking is not None else BlockingTools()
         self.bindings: Mapping[str, Binding] = dict(bindings or {})
         self.max_file_bytes = max_file_bytes
         self.on_close: list[Callable[[], object]] = []  # run once the runtime has closed

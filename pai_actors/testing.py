@@ -39,6 +39,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Literal
 
 from ._agent import AgentDefinition, Pai
+from ._blocking import DEFAULT_THREAD_LIMIT, SyncTools
 from ._clock import Clock
 from ._clock import trio_clock as trio_clock
 from ._create import counter_ids, create_agent_runtime
@@ -67,6 +68,8 @@ def create_test_runtime(
     map_error: MapError | None = None,
     clock: Clock | None = None,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    sync_tools: SyncTools = "inline",
+    thread_limit: int = DEFAULT_THREAD_LIMIT,
 ) -> AgentRuntime:
     """An :class:`~pai_actors.AgentRuntime` for tests: ``model`` (usually a
     :class:`ScriptedModel`) instead of the agent's, a store (``store``: a new
@@ -78,7 +81,15 @@ def create_test_runtime(
 
     Timestamps read trio's clock (``clock`` defaults to :func:`trio_clock`: trio time ``0``
     is 2026-01-01T00:00:00Z), so under ``trio.testing.MockClock`` every recorded time is the
-    same on each run of a test."""
+    same on each run of a test.
+
+    ``sync_tools`` defaults to ``"inline"`` here (production's default is ``"thread"``): a
+    plain ``def`` ``execute`` runs on the trio thread, so a test is deterministic and
+    ``trio.testing.MockClock(autojump_threshold=0)`` stays usable. In a worker thread, the
+    tool's work is invisible to trio: every task looks blocked, the autojump clock jumps, and
+    a ``fail_after`` or grace period expires that real time never reached. Pass
+    ``sync_tools="thread"`` (with a real clock and ``trio.fail_after``) to test a blocking
+    tool as production runs it."""
     ids = counter_ids()
     temporary: tempfile.TemporaryDirectory[str] | None = None
     if store == "memory":
@@ -111,6 +122,8 @@ def create_test_runtime(
         new_id=ids,
         clock=trio_clock() if clock is None else clock,
         max_file_bytes=max_file_bytes,
+        sync_tools=sync_tools,
+        thread_limit=thread_limit,
     )
     if temporary is not None:
         assert isinstance(store, SqliteStore)
