@@ -74,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
             verb.add_argument("--json", action="store_true", help="print JSON")
         else:
             verb.add_argument("action_id", metavar="ACTION_ID", help="as `actions list` shows")
+            verb.add_argument(
+                "--thread", help="the action's thread (needed when several threads share the id)"
+            )
         if name == "submit":
             verb.add_argument("--payload", help="the answer as JSON (else asked for)")
         elif name == "cancel":
@@ -143,7 +146,7 @@ def _actions(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from trio_websocket import HandshakeError
 
     from ._cli_actions import CommandError, list_actions, resolve
-    from ._client import ClientError
+    from ._client import AuthenticationFailed, ClientError
 
     if not args.token:
         return _fail("no token: pass --token or set $PAI_TOKEN")
@@ -157,6 +160,7 @@ def _actions(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             args.token,
             args.verb,
             args.action_id,
+            thread_id=args.thread,
             payload=getattr(args, "payload", None),
             reason=getattr(args, "reason", None),
             error=getattr(args, "error", None),
@@ -171,10 +175,13 @@ def _actions(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             raise _single(group) from None
     except CommandError as exc:
         return _fail(str(exc))
+    except AuthenticationFailed:
+        return _fail(f"the server at {args.url} refused the token; check --token or $PAI_TOKEN")
     except ClientError as exc:
         return _fail(str(exc))
     except (OSError, HandshakeError) as exc:
-        reason = str(exc) or type(exc).__name__
+        cause = exc.__cause__ or exc.__context__
+        reason = str(exc) or (str(cause) if cause is not None else "") or type(exc).__name__
         return _fail(f"cannot connect to {args.url} ({reason}); is `pai-actors serve` running?")
     except EOFError:
         return _fail("no answer (end of input); pass --payload to answer without a prompt")

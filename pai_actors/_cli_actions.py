@@ -97,22 +97,33 @@ async def resolve(
     verb: str,
     action_id: str,
     *,
+    thread_id: str | None = None,
     payload: str | None,
     reason: str | None,
     error: str | None,
     ask: Ask,
     say: Say,
 ) -> bool:
-    """Submit, cancel or fail the pending action ``action_id``; whether it was accepted."""
+    """Submit, cancel or fail the pending action ``action_id`` (of ``thread_id``, which is
+    needed when threads of the scope hold actions with the same id); whether it was
+    accepted."""
     async with open_client(url, token=token, reconnect=False) as client:
-        actions = {a.ref.action_id: a for a in await client.pending_actions()}
-        action = actions.get(action_id)
-        if action is None:
-            known = ", ".join(actions) or "none"
+        pending = await client.pending_actions(thread_id)
+        matches = [a for a in pending if a.ref.action_id == action_id]
+        if not matches:
+            known = ", ".join(sorted({a.ref.action_id for a in pending})) or "none"
+            where = "your scope" if thread_id is None else f"thread {thread_id!r}"
             raise CommandError(
-                f"no pending action {action_id!r} in your scope (pending: {known}); "
+                f"no pending action {action_id!r} in {where} (pending: {known}); "
                 "run `pai-actors actions list`"
             )
+        if len(matches) > 1:
+            threads = ", ".join(a.ref.thread_id for a in matches)
+            raise CommandError(
+                f"{len(matches)} threads have a pending action {action_id!r} ({threads}); "
+                "say which with --thread THREAD_ID"
+            )
+        [action] = matches
         say(describe(action))
         if verb == "submit":
             value = _payload(action, payload, ask, say)

@@ -242,3 +242,34 @@ async def _build_dict() -> None:
     from pai_actors._application import build_application
 
     await build_application(lambda store: {}, MemoryStore(), "x:y")
+
+
+async def _pending_invoice_in(url: str) -> tuple[str, str]:
+    with trio.fail_after(20):
+        async with open_client(url, token="alice-token") as client:
+            thread = await client.create_thread()
+            async with thread.watch() as updates:
+                await thread.send("Please invoice Hooli for 99")
+                async for _ in updates:
+                    if thread.pending_actions():
+                        break
+            return thread.thread_id, thread.pending_actions()[0].ref.action_id
+
+
+async def test_an_action_id_two_threads_share_needs_thread(
+    server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first_thread, first = await _pending_invoice_in(server)
+    second_thread, second = await _pending_invoice_in(server)
+    assert first == second  # ids are per conversation
+    capsys.readouterr()
+    argv = ["actions", "cancel", first, "--url", server, "--token", "alice-token"]
+    assert await trio.to_thread.run_sync(main, argv) == 1
+    err = capsys.readouterr().err
+    assert f"2 threads have a pending action {first!r} ({first_thread}, {second_thread})" in err
+    assert "--thread THREAD_ID" in err
+    assert await trio.to_thread.run_sync(main, [*argv, "--thread", second_thread]) == 0
+    out = capsys.readouterr().out
+    assert f"(thread {second_thread}," in out
+    assert out.rstrip().endswith("cancel: accepted")
+    assert await trio.to_thread.run_sync(main, argv) == 0  # only one is left now
