@@ -126,7 +126,7 @@ class BlockingTools:
         job = _Job(self, execute, _for_thread(ctx))
         thread = ctx.thread
         try:
-            result = await trio.to_thread.run_sync(
+            [result] = await trio.to_thread.run_sync(
                 job.run,
                 abandon_on_cancel=True,
                 limiter=self._limiter,
@@ -158,10 +158,12 @@ class _Job:
         self.finished: str | None = None  # "returned" / "raised ..." once execute ended
         self.abandoned = False
 
-    def run(self) -> Any:
+    def run(self) -> tuple[Any]:
+        """In the worker thread: ``(execute(ctx),)``, boxed because trio refuses a
+        coroutine as the result of a thread (an awaitable it returns is awaited on trio)."""
         with self.lock:
             if self.abandoned:
-                return None  # cancelled before a thread was free: execute never runs
+                return (None,)  # cancelled before a thread was free: execute never runs
             self.started = True
         tools = self.tools
         with tools._lock:
@@ -174,7 +176,7 @@ class _Job:
         self._end("returned")
         if inspect.iscoroutine(result) and self.abandoned:
             result.close()  # nobody will await it
-        return result
+        return (result,)
 
     def _end(self, outcome: str) -> None:
         tools = self.tools

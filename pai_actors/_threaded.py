@@ -27,6 +27,7 @@ loads it (a test checks).
 
 from __future__ import annotations
 
+import logging
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
@@ -48,6 +49,7 @@ from ._state import ThreadState
 T = TypeVar("T")
 
 _STOP_SECONDS = 30.0
+_log = logging.getLogger("pai_actors")
 
 
 class ThreadedFuture(pykka.ThreadingFuture[T]):
@@ -355,13 +357,15 @@ class ThreadedRuntime:
         try:
             value = await function(self._runtime, *args)
         except trio.Cancelled:
-            self._resolve(
-                future,
-                error=RuntimeClosed(
-                    "the threaded runtime was stopped while this call was in flight; what the "
-                    "runtime committed before stays committed"
-                ),
-            )
+            assert self._stop_requested is not None
+            if self._stop_requested.is_set():  # else the thread is failing: _main says why
+                self._resolve(
+                    future,
+                    error=RuntimeClosed(
+                        "the threaded runtime was stopped while this call was in flight; what "
+                        "the runtime committed before stays committed"
+                    ),
+                )
             raise
         except Exception as exc:
             self._resolve(future, error=exc)
@@ -415,15 +419,15 @@ def start(
     stopped gracefully (as ``concurrent.futures`` does with its workers), so a forgotten
     handle neither keeps the process alive nor loses a running call's record.
     """
-    if not callable(factory):
-        raise TypeError(
-            "start() takes a function returning the runtime, made on the runtime's thread: "
-            f"start(lambda: create_agent_runtime(agent, ...)), got {factory!r}"
-        )
     if isinstance(factory, AgentRuntime):
         raise TypeError(
             "start() takes a function returning the runtime, not the runtime: its store must "
             "be made on the runtime's thread; write start(lambda: create_agent_runtime(...))"
+        )
+    if not callable(factory):
+        raise TypeError(
+            "start() takes a function returning the runtime, made on the runtime's thread: "
+            f"start(lambda: create_agent_runtime(agent, ...)), got {factory!r}"
         )
     handle = ThreadedRuntime(factory, name=name)
     handle._thread.start()
@@ -442,7 +446,10 @@ def _stop_at_exit(handle: ThreadedRuntime) -> None:
     def stop() -> None:
         alive = reference()
         if alive is not None:
-            alive.stop()
+            try:
+                alive.stop()
+            except Exception:  # at exit there is no caller left to raise to
+                _log.exception("stopping %r at interpreter exit failed", alive)
 
     register = getattr(threading, "_register_atexit", None)  # runs before joining threads
     if register is not None:
