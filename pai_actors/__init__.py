@@ -12,6 +12,10 @@ that ships beside this one), suspends them into pending actions
 (:class:`PendingActionView`) and writes through the :class:`Store` protocol
 (:class:`MemoryStore`, :class:`SqliteStore`).
 
+A plain ``def`` ``execute`` runs in a worker thread under the runtime's limiter
+(``create_agent_runtime(sync_tools=..., thread_limit=...)``, :class:`BlockingTools`);
+:mod:`pai_actors.threaded` drives a runtime from synchronous code (it alone imports pykka).
+
 Errors derive from :class:`PaiError` (the hierarchy is drawn in ``pai_actors._errors``).
 """
 
@@ -27,6 +31,10 @@ from ._agent import create_pai as create_pai
 from ._agent import define_agent as define_agent
 from ._agents import AgentRunner as AgentRunner
 from ._agents import AgentRunResult as AgentRunResult
+from ._blocking import DEFAULT_THREAD_LIMIT as DEFAULT_THREAD_LIMIT
+from ._blocking import BlockingTools as BlockingTools
+from ._blocking import BlockingToolStatistics as BlockingToolStatistics
+from ._blocking import SyncTools as SyncTools
 from ._capability import Capability as Capability
 from ._capability import capability as capability
 from ._children import BoundTool as BoundTool
@@ -137,6 +145,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
+    "DEFAULT_THREAD_LIMIT",
     "MAX_SAFE_INTEGER",
     "AbortController",
     "AbortSignal",
@@ -147,6 +156,8 @@ __all__ = [
     "AgentRunResult",
     "AgentRunner",
     "AgentRuntime",
+    "BlockingToolStatistics",
+    "BlockingTools",
     "BoundTool",
     "CancelledInfo",
     "Capabilities",
@@ -208,6 +219,7 @@ __all__ = [
     "StoredFileBody",
     "SuspendPoint",
     "SuspensionView",
+    "SyncTools",
     "TextDelta",
     "TextPart",
     "ThreadBusy",
