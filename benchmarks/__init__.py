@@ -28,6 +28,9 @@ JSON line (see :class:`Record`). The figures:
   ``w2_memory``, ``reopen_100k``: conversations whose tool call suspends for approval in a
   SQLite file, against LangGraph and pydantic-ai (``pip install .[bench]``; without them the
   peer figures report our value and no ratio). See :mod:`benchmarks._durable`.
+- ``threaded``: approval round trips (a conversation whose call suspends for approval and
+  is approved) driven from 8 OS threads through ``pai_actors.threaded``, vs the same from 8
+  trio tasks in the runtime's own run. Target: ratio of throughputs >= 0.5.
 
 Each figure is a function that takes its sizes, so a test can run it tiny. Timing lives
 here, never in a test.
@@ -49,6 +52,7 @@ from ._spawn_exit import spawn_exit as spawn_exit
 from ._spawn_exit import spawn_exit_scoped as spawn_exit_scoped
 from ._teardown import tree_size as tree_size
 from ._teardown import tree_teardown as tree_teardown
+from ._threaded import threaded as threaded
 from ._tool_calls import tool_calls as tool_calls
 from ._tool_calls import tool_calls_vs_pykka as tool_calls_vs_pykka
 from ._vs_pykka import vs_pykka as vs_pykka
@@ -62,6 +66,7 @@ __all__ = [
     "reopen",
     "spawn_exit",
     "spawn_exit_scoped",
+    "threaded",
     "tool_calls",
     "tool_calls_vs_pykka",
     "tree_size",

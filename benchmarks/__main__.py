@@ -21,6 +21,7 @@ from ._durable import (
 from ._harness import Record
 from ._spawn_exit import spawn_exit, spawn_exit_scoped
 from ._teardown import tree_teardown
+from ._threaded import threaded
 from ._tool_calls import tool_calls, tool_calls_vs_pykka
 from ._vs_pykka import vs_pykka, vs_pykka_sequential
 
@@ -48,6 +49,8 @@ FULL: dict[str, Figure] = {
     "w2_resume": lambda: w2_resume(10_000, repeats=1),
     "w2_memory": lambda: w2_memory(10_000, repeats=1),
     "reopen_100k": lambda: reopen(100_000, repeats=3),
+    # Approval round trips from 8 threads through pai_actors.threaded vs 8 trio tasks.
+    "threaded": lambda: threaded(800, repeats=3),
 }
 QUICK: dict[str, Figure] = {
     "spawn_exit": lambda: spawn_exit(2_000, repeats=3),
@@ -67,6 +70,7 @@ QUICK: dict[str, Figure] = {
     "w2_resume": lambda: w2_resume(100, repeats=1),
     "w2_memory": lambda: w2_memory(500, repeats=1),
     "reopen_100k": lambda: reopen(1_000, repeats=1),
+    "threaded": lambda: threaded(80, repeats=2),
 }
 
 

@@ -19,6 +19,7 @@ from benchmarks import (
     cancel_run,
     spawn_exit,
     spawn_exit_scoped,
+    threaded,
     tool_calls,
     tool_calls_vs_pykka,
     tree_size,
@@ -105,6 +106,7 @@ def check_record_json(line: str) -> dict[str, object]:
             3,
         ),
         (lambda: cancel_run(3, repeats=2), "cancel_run", "time", 3),
+        (lambda: threaded(8, repeats=2), "threaded", "throughput", 8),
     ],
     ids=[
         "spawn_exit",
@@ -116,6 +118,7 @@ def check_record_json(line: str) -> dict[str, object]:
         "tool_calls",
         "tool_calls_vs_pykka",
         "cancel_run",
+        "threaded",
     ],
 )
 def test_figure_record_shape(run: Callable[[], Record], figure: str, ratio_of: str, n: int) -> None:
@@ -217,6 +220,7 @@ def test_cli_prints_one_line_per_figure(
         "w2_resume": lambda: w2_resume(2, repeats=1),
         "w2_memory": lambda: w2_memory(5, repeats=1),
         "reopen_100k": lambda: reopen_figure(2, repeats=1),
+        "threaded": lambda: threaded(8, repeats=1),
     }
     assert set(tiny) == set(FULL) == set(QUICK)
     for name, figure in tiny.items():
