@@ -217,8 +217,8 @@ class ThreadedRuntime:
         (``None``: no bound): the future fails with ``TimeoutError`` when the thread is not
         idle by then, and nothing keeps waiting. ``future.get(timeout=...)`` only bounds the
         caller's wait."""
-        if timeout is not None and not timeout >= 0:
-            raise ValueError(f"wait_idle(timeout=...) takes seconds >= 0 or None, got {timeout!r}")
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"wait_idle(timeout=...) takes seconds > 0 or None, got {timeout!r}")
 
         async def wait(rt: AgentRuntime) -> None:
             if timeout is None:

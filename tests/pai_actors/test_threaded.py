@@ -8,6 +8,7 @@ safety net against a hang; nothing orders threads with sleeps and nothing assert
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import threading
@@ -416,3 +417,56 @@ def test_importing_pai_actors_does_not_import_pykka() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_stop_does_not_wait_for_a_blocking_tool_and_its_late_result_is_discarded(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "blocking.db"
+    entered = threading.Event()
+    release = threading.Event()
+    finished = threading.Event()
+
+    def slow(ctx: ToolContext) -> str:  # a plain def: a worker thread
+        entered.set()
+        release.wait(T)
+        finished.set()
+        return "late"
+
+    tool = define_tool(id="test.slow.v1", description="s", input_schema=Order, execute=slow)
+    agent = define_agent(name="a", tools={"slow": tool})
+    model = ScriptedModel([[tool_call("slow", {"order": 1})], text("done")], repeat_last=True)
+
+    def make() -> Any:
+        return create_agent_runtime(agent, model=model, store=SqliteStore(path))
+
+    before = running_threads()
+    rt = threaded.start(make)
+    thread_id = rt.create_thread("s").get(timeout=T)
+    rt.send(thread_id, "go").get(timeout=T)
+    assert entered.wait(T)
+    rt.stop()  # returns while the tool's thread still blocks
+    assert not finished.is_set()
+    [worker] = running_threads() - before  # the abandoned tool, and nothing else
+    assert worker.name.startswith("pai_actors tool slow")
+    with threaded.start(make) as again:
+        [part] = tool_parts(again.get_state(thread_id).get(timeout=T))
+    assert (part.state, part.error_text) == ("output-error", "The tool call was cancelled.")
+    discarded = threading.Event()
+    records: list[logging.LogRecord] = []
+
+    class Handler(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+            discarded.set()
+
+    logger = logging.getLogger("pai_actors")
+    handler = Handler(logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        release.set()
+        assert discarded.wait(T)  # logged by the worker thread as execute returns
+    finally:
+        logger.removeHandler(handler)
+    assert [getattr(r, "discarded", None) for r in records] == ["returned"]
+    assert getattr(records[0], "tool_call_id", None) == part.tool_call_id
