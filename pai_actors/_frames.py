@@ -12,6 +12,7 @@ frame, is ``docs/reference/protocol.md``.
 from __future__ import annotations
 
 import json
+import reprlib
 from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field, TypeAdapter, ValidationError
@@ -33,7 +34,7 @@ class Cursor(WireModel):
     ``seq`` of the last update it applied (the snapshot's ``seq`` before any update)."""
 
     epoch: str
-    seq: int = Field(ge=0)
+    seq: int = Field(ge=0, strict=True)  # as the request 'id': not "7", 7.0 or true
 
     def to_wire(self) -> dict[str, JsonValue]:
         return {"epoch": self.epoch, "seq": self.seq}
@@ -179,6 +180,10 @@ def parse_request(text: str | bytes) -> Request:
         raw: Any = json.loads(text)
     except ValueError as exc:
         raise FrameError("bad-frame", f"the frame is not JSON ({exc})") from None
+    except RecursionError:
+        raise FrameError(
+            "bad-frame", "the frame's JSON is nested too deeply to read; flatten it"
+        ) from None
     if not isinstance(raw, dict):
         raise FrameError(
             "bad-frame", f"a frame is a JSON object, got {type(raw).__name__}"
@@ -189,11 +194,12 @@ def parse_request(text: str | bytes) -> Request:
             "bad-frame",
             f"a request needs an 'id' that is a non-negative integer, got {request_id!r}",
         )
-    if raw.get("v") != PROTOCOL_VERSION:
+    version = raw.get("v")
+    if type(version) is not int or version != PROTOCOL_VERSION:  # not True, not 1.0
         raise FrameError(
             "unsupported-version",
             f"this server speaks protocol version {PROTOCOL_VERSION}, the frame says "
-            f"'v': {raw.get('v')!r}; send 'v': {PROTOCOL_VERSION}",
+            f"'v': {version!r}; send 'v': {PROTOCOL_VERSION}",
             request_id,
         )
     op = raw.get("op")
@@ -201,6 +207,15 @@ def parse_request(text: str | bytes) -> Request:
         raise FrameError(
             "unknown-op",
             f"unknown op {op!r}; use one of {', '.join(OPS)}",
+            request_id,
+        )
+    bad = _lone_surrogate(raw)
+    if bad is not None:
+        raise FrameError(
+            "invalid-request",
+            f"the frame holds the string {reprlib.repr(bad)} with a lone surrogate, which is "
+            "not valid Unicode and cannot be stored or sent back; escape a character only "
+            "as a whole surrogate pair (\\ud83d\\ude00)",
             request_id,
         )
     try:
@@ -213,6 +228,26 @@ def parse_request(text: str | bytes) -> Request:
         raise FrameError(
             "invalid-request", f"invalid {op!r} request: {problems}", request_id
         ) from None
+
+
+def _lone_surrogate(value: Any) -> str | None:
+    """The first string (key or value) in the decoded JSON ``value`` that is not valid
+    Unicode (a lone surrogate, which JSON's ``\\ud800`` escape can make), else ``None``.
+    Iterative: ``value`` may be nested as deeply as the JSON reader allows."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return item
+    return None
 
 
 # -- server frames ----------------------------------------------------------------------------

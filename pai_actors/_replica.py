@@ -9,12 +9,14 @@ from its cursor and gets the missing updates, or a snapshot).
 
 Transient tool data (``tool-data`` updates) is kept apart from the stored state: it shows
 in :meth:`ThreadReplica.state_wire` with ``live=True`` (the client's view) and never in a
-snapshot the server sends.
+snapshot the server sends. The latest write of an item wins: a transient item shows over
+the stored item of the same id until a durable write of that item arrives.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -93,15 +95,18 @@ class ThreadReplica:
     def _apply_update(self, update: dict[str, Any], action: dict[str, Any] | None) -> None:
         kind = update["type"]
         if kind == "message-appended":
+            self._supersede((), update["message"]["parts"])
             self.messages.append(dict(update["message"]))
         elif kind == "message-replaced":
             message = update["message"]
             for index, existing in enumerate(self.messages):
                 if existing["id"] == message["id"]:
+                    self._supersede(existing["parts"], message["parts"])
                     self.messages[index] = dict(message)
                     break
         elif kind == "tool-part-updated":
-            self._put_part(update["messageId"], update["part"])
+            old = self._put_part(update["messageId"], update["part"])
+            self._supersede(() if old is None else (old,), (update["part"],))
             call_id = update["part"]["toolCallId"]
             if action is None:
                 self.pending.pop(call_id, None)
@@ -119,19 +124,44 @@ class ThreadReplica:
             items = self.live.setdefault((update["toolCallId"], update["channel"]), {})
             items[update["item"]["id"]] = update["item"]
 
-    def _put_part(self, message_id: str, part: dict[str, Any]) -> None:
+    def _put_part(self, message_id: str, part: dict[str, Any]) -> dict[str, Any] | None:
+        """Put ``part`` into its message; return the part it replaced, if any."""
         for index, message in enumerate(self.messages):
             if message["id"] != message_id:
                 continue
             parts = list(message["parts"])
+            old = None
             for at, existing in enumerate(parts):
                 if existing.get("toolCallId") == part["toolCallId"]:
-                    parts[at] = part
+                    old, parts[at] = existing, part
                     break
             else:
                 parts.append(part)
             self.messages[index] = {**message, "parts": parts}
+            return old
+        return None
+
+    def _supersede(self, before: Iterable[dict[str, Any]], after: Iterable[dict[str, Any]]) -> None:
+        """Drop the live items that a durable write in ``after`` (parts replacing the parts
+        ``before``) superseded: a stored item that is new or changed was written after them."""
+        if not self.live:
             return
+        old = {part.get("toolCallId"): part for part in before}
+        for part in after:
+            call_id = part.get("toolCallId")
+            if call_id is None:
+                continue
+            stored = (old.get(call_id) or {}).get("data") or {}
+            for channel, items in (part.get("data") or {}).items():
+                live = self.live.get((call_id, channel))
+                if not live:
+                    continue
+                previous = {item["id"]: item for item in stored.get(channel, ())}
+                for item in items:
+                    if previous.get(item["id"]) != item:
+                        live.pop(item["id"], None)
+                if not live:
+                    del self.live[(call_id, channel)]
 
     def _with_live(self, message: dict[str, Any]) -> dict[str, Any]:
         parts: list[Any] = []
