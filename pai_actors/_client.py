@@ -10,8 +10,11 @@ watched thread again **from its cursor**: the server replays exactly the updates
 or sends a snapshot when it no longer has them (the state is replaced, and watchers get a
 :class:`ThreadResynced`). A request in flight when the connection drops raises
 :class:`ConnectionLost` (it may or may not have been carried out: read the state again);
-requests made while disconnected wait for the next connection. A refused token raises
-:class:`AuthenticationFailed` and is never retried.
+requests made while disconnected wait for the next connection. A watch the server refuses
+on the new connection (the thread is no longer in this scope) ends with that
+:class:`ServerError`; the client goes on. A refused token raises
+:class:`AuthenticationFailed` and is never retried; once the client gives up (that, or a
+dropped connection with ``reconnect=False``), requests and watches raise that error.
 
 Concurrency contract: a client belongs to the trio run that opened it; any of its tasks may
 use it and its threads at once.
@@ -276,7 +279,7 @@ class Client:
             async with trio.open_nursery() as nursery:
                 for thread in list(self._threads.values()):
                     if thread.watching:
-                        nursery.start_soon(thread.rewatch)
+                        nursery.start_soon(thread.resubscribe)
                 while True:
                     try:
                         message = await ws.get_message()
@@ -295,8 +298,11 @@ class Client:
                 call.done.set()
 
     def _fail(self, exc: Exception) -> None:
+        """Give up for good: requests and watches raise ``exc`` from now on."""
         self._failure = exc
         self._connected.set()
+        for thread in self._threads.values():
+            thread._end_watches(exc)
 
     def _dispatch(self, message: str | bytes, nursery: trio.Nursery) -> None:
         frame = json.loads(message)
@@ -322,9 +328,9 @@ class Client:
             thread.on_snapshot(frame)
         elif kind == "update":
             if thread.on_update(frame) == "gap":
-                nursery.start_soon(thread.rewatch)
+                nursery.start_soon(thread.resubscribe)
         elif kind == "watchEnded" and thread.watching and frame.get("reason") != "shutting-down":
-            nursery.start_soon(thread.rewatch)
+            nursery.start_soon(thread.resubscribe)
 
 
 class ClientThread:
@@ -337,6 +343,8 @@ class ClientThread:
         self._replica: ThreadReplica | None = None
         self._state: ThreadState | None = None
         self._watchers: set[trio.MemorySendChannel[ThreadUpdate | ThreadResynced]] = set()
+        # why the client ended a watch: it fell behind, the server refused it, the client gave up
+        self._endings: dict[trio.MemorySendChannel[ThreadUpdate | ThreadResynced], Exception] = {}
         self._first_snapshot = False  # the next snapshot starts a watch (no ThreadResynced)
 
     @property
@@ -421,9 +429,10 @@ class ClientThread:
                 self._first_snapshot = True
                 await self.rewatch(fresh=True)
             async with receive:
-                yield ClientWatch(self.thread_id, receive)
+                yield ClientWatch(self.thread_id, receive, lambda: self._ended(send))
         finally:
             self._watchers.discard(send)
+            self._endings.pop(send, None)
             send.close()
             if not self._watchers and self._client._ws is not None:
                 with trio.CancelScope(shield=True), trio.move_on_after(5):
@@ -445,7 +454,18 @@ class ClientThread:
         try:
             await self._client._request("watch", fields, self._on_watch_result)
         except ConnectionLost:
-            pass  # the next connection watches again
+            if self._client._failure is not None:
+                raise  # there is no next connection: the client gave up
+            # else the next connection watches again
+
+    async def resubscribe(self) -> None:
+        """:meth:`rewatch` from the client's own tasks (a reconnection, a gap, a watch the
+        server ended): an error frame (the thread is gone from this scope, the server shuts
+        down) ends this thread's watches with that :class:`ServerError`, not the client."""
+        try:
+            await self.rewatch()
+        except ServerError as exc:
+            self._end_watches(exc)
 
     def _on_watch_result(self, result: dict[str, Any]) -> None:
         for frame in result["frames"]:
@@ -481,21 +501,44 @@ class ClientThread:
                 send.send_nowait(event)
             except trio.WouldBlock:
                 self._watchers.discard(send)
+                self._endings[send] = WatchOverflow(
+                    f"this watch of thread {self.thread_id!r} fell more than its capacity of "
+                    "updates behind and was dropped; its get_state() stays current: watch again"
+                )
                 send.close()
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self._watchers.discard(send)  # that watch's block has ended
+
+    def _ended(self, send: trio.MemorySendChannel[ThreadUpdate | ThreadResynced]) -> Exception:
+        """What the watch fed by ``send`` raises once it has ended."""
+        return self._endings.get(send) or StopAsyncIteration()
+
+    def _end_watches(self, error: Exception) -> None:
+        """End every watch of this thread: each raises ``error`` after its buffered updates."""
+        for send in list(self._watchers):
+            self._watchers.discard(send)
+            self._endings[send] = error
+            send.close()
 
 
 class ClientWatch:
     """What ``thread.watch()`` gives: an async iterator of :data:`ThreadUpdate` and
     :class:`ThreadResynced`. One that falls ``capacity`` behind ends with
-    :class:`WatchOverflow` (the thread's ``get_state()`` stays current regardless)."""
+    :class:`WatchOverflow` (the thread's ``get_state()`` stays current regardless); one the
+    server refuses when the client watches again after reconnecting, with that
+    :class:`ServerError`; and when the client gives up (a refused token, or a dropped
+    connection with ``reconnect=False``), every watch ends with that error
+    (:class:`AuthenticationFailed`, :class:`ConnectionLost`)."""
 
     def __init__(
-        self, thread_id: str, receive: trio.MemoryReceiveChannel[ThreadUpdate | ThreadResynced]
+        self,
+        thread_id: str,
+        receive: trio.MemoryReceiveChannel[ThreadUpdate | ThreadResynced],
+        ended: Callable[[], Exception],
     ) -> None:
         self.thread_id = thread_id
         self._receive = receive
+        self._ended = ended
 
     def __aiter__(self) -> AsyncIterator[ThreadUpdate | ThreadResynced]:
         return self
@@ -504,7 +547,7 @@ class ClientWatch:
         try:
             return await self._receive.receive()
         except (trio.EndOfChannel, trio.ClosedResourceError):
-            raise StopAsyncIteration from None
+            raise self._ended() from None
 
     async def receive(self) -> ThreadUpdate | ThreadResynced:
         return await self.__anext__()
@@ -533,18 +576,22 @@ async def open_client(
         max_backoff=max_backoff,
         max_frame_bytes=max_frame_bytes,
     )
+    failed: Exception | None = None
     async with trio.open_nursery() as nursery:
         client._nursery = nursery
-        await nursery.start(client._run)
         try:
-            yield client
-        finally:
-            client._closing = True
-            ws = client._ws
-            if ws is not None:
-                with trio.CancelScope(shield=True), trio.move_on_after(2):
-                    await ws.aclose()
-            nursery.cancel_scope.cancel()
-
-
-_ = WatchOverflow  # documented above; raised by watches of the runtime, not here
+            await nursery.start(client._run)
+        except Exception as exc:  # raised below, as itself rather than in the nursery's group
+            failed = exc
+        else:
+            try:
+                yield client
+            finally:
+                client._closing = True
+                ws = client._ws
+                if ws is not None:
+                    with trio.CancelScope(shield=True), trio.move_on_after(2):
+                        await ws.aclose()
+                nursery.cancel_scope.cancel()
+    if failed is not None:
+        raise failed
