@@ -26,10 +26,12 @@ import base64
 import itertools
 import json
 import logging
+import ssl
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import trio
 from pydantic import TypeAdapter
@@ -38,12 +40,12 @@ from trio_websocket import (
     ConnectionRejected,
     HandshakeError,
     WebSocketConnection,
-    open_websocket_url,
+    wrap_client_stream,
 )
 
 from ._actions import ActionResult, PendingActionRef
 from ._errors import PaiError, WatchOverflow
-from ._frames import MAX_FRAME_BYTES, PROTOCOL_VERSION, encode
+from ._frames import PROTOCOL_VERSION, encode
 from ._json import JsonValue
 from ._parts import Message, ToolPart
 from ._pending import PendingActionView
@@ -54,6 +56,26 @@ from ._state import ThreadState
 from ._watch import ThreadUpdate
 
 _log = logging.getLogger("pai_actors.client")
+_CLOSE_GRACE = 2.0
+
+CLIENT_MAX_FRAME_BYTES = 64 << 20
+"""The largest frame a client accepts by default (64 MiB): server frames carry whole thread
+states and file bodies, so they may be much larger than the requests a server accepts."""
+
+
+def _parse_url(url: str) -> tuple[str, int, str, bool]:
+    """``(host, port, resource, secure)`` of a ``ws://`` or ``wss://`` URL."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("ws", "wss") or not parts.hostname:
+        raise ValueError(
+            f"{url!r} is not a WebSocket URL; write ws://host:port/ (or wss:// for TLS)"
+        )
+    secure = parts.scheme == "wss"
+    port = parts.port if parts.port is not None else (443 if secure else 80)
+    resource = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return parts.hostname, port, resource, secure
+
+
 _UPDATE: TypeAdapter[ThreadUpdate] = TypeAdapter(ThreadUpdate)
 
 
@@ -119,8 +141,12 @@ class Client:
         min_backoff: float,
         max_backoff: float,
         max_frame_bytes: int,
+        connect_timeout: float = 10.0,
     ) -> None:
         self.url = url
+        self._host, self._port, self._resource, secure = _parse_url(url)
+        self._ssl_context = ssl.create_default_context() if secure else None
+        self._connect_timeout = connect_timeout
         self._token = token
         self._reconnect = reconnect
         self._min_backoff = min_backoff
@@ -235,14 +261,11 @@ class Client:
     async def _run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Connect, serve the connection, reconnect with backoff (see the module docstring).
         The first connection's failure is raised to :func:`open_client`."""
-        headers = [(b"Authorization", f"Bearer {self._token}".encode())]
         backoff = self._min_backoff
         first = True
         while True:
             try:
-                async with open_websocket_url(
-                    self.url, extra_headers=headers, max_message_size=self._max_frame_bytes
-                ) as ws:
+                async with self._connection() as ws:
                     if first:
                         first = False
                         task_status.started()
@@ -260,7 +283,7 @@ class Client:
                     return
                 if first:
                     raise
-            except (OSError, HandshakeError, trio.TooSlowError):
+            except (OSError, HandshakeError, trio.TooSlowError, trio.BrokenResourceError):
                 if first:
                     raise
             if self._closing:
@@ -270,6 +293,50 @@ class Client:
                 return
             await trio.sleep(backoff)
             backoff = min(backoff * 2, self._max_backoff)
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[WebSocketConnection]:
+        """One WebSocket connection over a TCP stream this client owns and always closes.
+
+        trio-websocket's ``open_websocket_url`` leaves the socket open when the server
+        refuses the handshake or closes the connection (the client side waits for a TCP
+        close it then never performs), so the client opens the stream itself and hands it
+        to ``wrap_client_stream``.
+        """
+        with trio.fail_after(self._connect_timeout):
+            stream: trio.SocketStream | trio.SSLStream[trio.SocketStream]
+            stream = await trio.open_tcp_stream(self._host, self._port)
+        try:
+            if self._ssl_context is not None:
+                stream = trio.SSLStream(stream, self._ssl_context, server_hostname=self._host)
+            try:
+                async with trio.open_nursery() as nursery:  # the connection's reader task
+                    with trio.fail_after(self._connect_timeout):
+                        ws = await wrap_client_stream(
+                            nursery,
+                            stream,
+                            self._host,
+                            self._resource,
+                            extra_headers=[(b"Authorization", f"Bearer {self._token}".encode())],
+                            max_message_size=self._max_frame_bytes,
+                        )
+                    try:
+                        yield ws
+                    finally:
+                        with trio.move_on_after(_CLOSE_GRACE, shield=True):
+                            await ws.aclose()  # returns at once if another task is closing
+                        # Let the reader finish the closing handshake (that other task may be
+                        # waiting for it), or see the end of a dropped stream; within a grace.
+                        nursery.cancel_scope.deadline = min(
+                            nursery.cancel_scope.deadline, trio.current_time() + _CLOSE_GRACE
+                        )
+            except BaseExceptionGroup as group:  # the reader task's error (a refused handshake)
+                if len(group.exceptions) == 1 and isinstance(group.exceptions[0], Exception):
+                    raise group.exceptions[0] from None
+                raise
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(stream)
 
     async def _serve(self, ws: WebSocketConnection) -> None:
         self._ws = ws
@@ -561,11 +628,14 @@ async def open_client(
     reconnect: bool = True,
     min_backoff: float = 0.05,
     max_backoff: float = 5.0,
-    max_frame_bytes: int = MAX_FRAME_BYTES,
+    max_frame_bytes: int = CLIENT_MAX_FRAME_BYTES,
+    connect_timeout: float = 10.0,
 ) -> AsyncIterator[Client]:
-    """Connect to a pai_actors server at ``url`` (``ws://host:port/``) with the bearer
-    ``token``. The first connection must succeed (its error is raised here:
-    :class:`AuthenticationFailed`, ``OSError``, ...); later drops reconnect with backoff."""
+    """Connect to a pai_actors server at ``url`` (``ws://host:port/``, or ``wss://``) with
+    the bearer ``token``. The first connection must succeed (its error is raised here:
+    :class:`AuthenticationFailed`, ``OSError``, ``trio.TooSlowError`` after
+    ``connect_timeout`` seconds, ...); later drops reconnect with backoff. An exception
+    raised in the block comes out as itself, not inside an exception group."""
     if not isinstance(token, str) or not token:
         raise TypeError("open_client(token=...) needs the bearer token, a non-empty str")
     client = Client(
@@ -575,6 +645,7 @@ async def open_client(
         min_backoff=min_backoff,
         max_backoff=max_backoff,
         max_frame_bytes=max_frame_bytes,
+        connect_timeout=connect_timeout,
     )
     failed: Exception | None = None
     async with trio.open_nursery() as nursery:
@@ -586,6 +657,8 @@ async def open_client(
         else:
             try:
                 yield client
+            except Exception as exc:  # raised below, as itself
+                failed = exc
             finally:
                 client._closing = True
                 ws = client._ws

@@ -431,11 +431,13 @@ async def open_server(
 ) -> AsyncIterator[Server]:
     """Serve ``runtime`` over WebSocket on ``host:port`` (``0``: a free port; read
     ``server.port``) until the block ends. ``runtime`` must be open (inside its
-    ``async with``). ``linger``: how long a thread's feed outlives its last watcher, so a
-    client that reconnects within it gets exactly the updates it missed. ``instance`` names
-    this server's streams in cursors (a random name by default)."""
+    ``async with``); an exception raised in the block comes out as itself. ``linger``: how
+    long a thread's feed outlives its last watcher, so a client that reconnects within it
+    gets exactly the updates it missed. ``instance`` names this server's streams in cursors
+    (a random name by default)."""
     if max_frame_bytes < 1024:
         raise ValueError(f"max_frame_bytes must be at least 1024, got {max_frame_bytes!r}")
+    failed: Exception | None = None
     async with trio.open_nursery() as nursery:
         feeds = FeedHub(
             runtime,
@@ -453,10 +455,14 @@ async def open_server(
         )
         try:
             yield server
+        except Exception as exc:  # raised below, as itself rather than in the nursery's group
+            failed = exc
         finally:
             listening.cancel()
             await server.close_connections()
             nursery.cancel_scope.cancel()
+    if failed is not None:
+        raise failed
 
 
 async def _serve(

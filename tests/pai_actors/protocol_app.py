@@ -54,9 +54,9 @@ UNCLOSED_CLIENT_SOCKETS = pytest.mark.filterwarnings(
 stream when the server refuses the handshake, closes the connection or the connection drops
 (the client's reader stops at the end of the stream, and ``aclose()`` returns early as the
 connection is already closed); the socket is closed only when it is collected, with a
-``ResourceWarning``. The
-tests provoke exactly that, with raw connections and with ``pai_actors.client`` (which uses
-``open_websocket_url``), so they ignore that warning, and :func:`collect_sockets` collects
+``ResourceWarning``. ``pai_actors.client`` opens and closes its TCP stream itself for that
+reason, but the tests provoke it with raw ``open_websocket_url`` connections, so they ignore
+that warning, and :func:`collect_sockets` collects
 the sockets in the teardown of each test that provokes it (it asks for the fixture), so
 the warning never lands in another test."""
 

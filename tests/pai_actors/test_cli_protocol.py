@@ -23,10 +23,6 @@ from pai_actors._protocol_demo import run_protocol_demo
 from pai_actors.client import open_client
 
 
-# A client socket of the connection the first server closes during the restart is reported
-# unclosed when it is collected (found under trio-websocket 0.12.2, not yet traced to its
-# cause); the flow itself is checked below. Listed as a known problem in the session note.
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 async def test_protocol_demo_shows_progress_approval_restart_and_result() -> None:
     lines: list[str] = []
     with trio.fail_after(30):

@@ -43,7 +43,6 @@ from pai_actors.server import Identity, open_server
 from .protocol_app import (
     ALICE,
     BOB,
-    UNCLOSED_CLIENT_SOCKETS,
     Relay,
     Served,
     authenticate,
@@ -53,8 +52,6 @@ from .protocol_app import (
     wait_for,
 )
 from .protocol_app import collect_sockets as collect_sockets  # the fixture, by name
-
-pytestmark = UNCLOSED_CLIENT_SOCKETS
 
 
 def completed(update: ThreadUpdate | ThreadResynced) -> bool:
