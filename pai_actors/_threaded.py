@@ -39,6 +39,7 @@ import pykka
 import trio
 
 from ._actions import ActionResult, PendingActionOrigin, PendingActionRef
+from ._blocking import BlockingToolStatistics
 from ._errors import RuntimeClosed
 from ._json import JsonValue
 from ._pending import PendingActionView
@@ -106,9 +107,10 @@ class ThreadedRuntime:
     """A synchronous handle on an :class:`AgentRuntime` running on its own thread; made by
     :func:`start`. Use it as a context manager, or call :meth:`stop`.
 
-    Every method but :meth:`stop` and :meth:`is_alive` returns a :class:`ThreadedFuture` at
-    once; the call runs as its own task in the runtime's trio run, so calls from many
-    threads proceed concurrently, and a call's errors are raised by ``future.get()``.
+    Every method but :meth:`stop`, :meth:`is_alive` and :meth:`blocking_statistics`
+    returns a :class:`ThreadedFuture` at once; the call runs as its own task in the
+    runtime's trio run, so calls from many threads proceed concurrently, and a call's
+    errors are raised by ``future.get()``.
 
     Concurrency contract: every method may be called from any thread but the runtime's
     own. A call either reaches the runtime, or its future fails with
@@ -172,6 +174,15 @@ class ThreadedRuntime:
         failure, self._failure = self._failure, None
         if failure is not None:
             raise RuntimeClosed(f"the runtime's thread failed: {failure!r}") from failure
+
+    def blocking_statistics(self) -> BlockingToolStatistics:
+        """The runtime's blocking tools now (:meth:`BlockingTools.statistics`: worker threads
+        running, abandoned after a cancellation, results discarded); read synchronously, as
+        the counters are kept under a lock."""
+        runtime = self._runtime
+        if runtime is None:
+            raise RuntimeClosed("this threaded runtime never started")
+        return runtime.blocking.statistics()
 
     def __enter__(self) -> ThreadedRuntime:
         return self
