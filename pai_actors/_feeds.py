@@ -32,7 +32,7 @@ from ._pending import PendingActionView
 from ._replica import ThreadReplica, UpdateLog
 from ._runtime import AgentRuntime
 from ._state import ThreadState
-from ._watch import ToolPartUpdated
+from ._watch import MessageAppended, MessageReplaced, ThreadUpdate, ToolPartUpdated
 
 _RUNTIME_WATCH_CAPACITY = 4096
 _log = logging.getLogger("pai_actors.server")
@@ -53,6 +53,24 @@ def state_actions(rt: AgentRuntime, state: ThreadState) -> list[JsonValue]:
                 if view is not None:
                     actions.append(view_wire(view))
     return actions
+
+
+def update_actions(
+    rt: AgentRuntime, update: ThreadUpdate
+) -> tuple[dict[str, JsonValue] | None, dict[str, JsonValue] | None]:
+    """The pending actions an update frame carries (see ``update_frame``): for a tool part
+    put, the action it shows; for a message appended or replaced, each tool part's."""
+    if isinstance(update, ToolPartUpdated):
+        view = pending_action_of_part(rt, update.message_id, update.part)
+        return (None if view is None else view_wire(view)), None
+    if isinstance(update, MessageAppended | MessageReplaced):
+        actions: dict[str, JsonValue] = {}
+        for part in update.message.parts:
+            if isinstance(part, ToolPart):
+                view = pending_action_of_part(rt, update.message.id, part)
+                actions[part.tool_call_id] = None if view is None else view_wire(view)
+        return None, actions
+    return None, None
 
 
 @dataclass(eq=False)
@@ -198,11 +216,8 @@ class FeedHub:
             feed.subscribers.clear()
 
     def _publish(self, feed: Feed, log: UpdateLog, update: Any) -> None:
-        action = None
-        if isinstance(update, ToolPartUpdated):
-            view = pending_action_of_part(self._rt, update.message_id, update.part)
-            action = None if view is None else view_wire(view)
-        frame = log.append(update.to_wire(), action)
+        action, actions = update_actions(self._rt, update)
+        frame = log.append(update.to_wire(), action, actions)
         assert feed.replica is not None
         feed.replica.apply(frame)
         for subscriber in list(feed.subscribers):

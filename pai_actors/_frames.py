@@ -293,7 +293,12 @@ def update_frame(
     cursor: Cursor,
     update: dict[str, JsonValue],
     pending_action: dict[str, JsonValue] | None = None,
+    pending_actions: dict[str, JsonValue] | None = None,
 ) -> dict[str, JsonValue]:
+    """An ``update`` frame. A ``tool-part-updated`` update carries ``pendingAction``, the
+    pending action its part shows (``None``: none); a ``message-appended`` or
+    ``message-replaced`` one carries ``pendingActions``, the pending action (or ``None``)
+    of each tool part of the message, by ``toolCallId``."""
     frame: dict[str, JsonValue] = {
         "v": PROTOCOL_VERSION,
         "type": "update",
@@ -301,8 +306,11 @@ def update_frame(
         "cursor": cursor.to_wire(),
         "update": update,
     }
-    if update.get("type") == "tool-part-updated":
+    kind = update.get("type")
+    if kind == "tool-part-updated":
         frame["pendingAction"] = pending_action
+    elif kind in ("message-appended", "message-replaced"):
+        frame["pendingActions"] = pending_actions or {}
     return frame
 
 

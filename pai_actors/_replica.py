@@ -88,21 +88,30 @@ class ThreadReplica:
             return "duplicate"
         if seq != self.cursor.seq + 1:
             return "gap"
-        self._apply_update(frame["update"], frame.get("pendingAction"))
+        self._apply_update(
+            frame["update"], frame.get("pendingAction"), frame.get("pendingActions") or {}
+        )
         self.cursor = Cursor(epoch=self.cursor.epoch, seq=seq)
         return "applied"
 
-    def _apply_update(self, update: dict[str, Any], action: dict[str, Any] | None) -> None:
+    def _apply_update(
+        self,
+        update: dict[str, Any],
+        action: dict[str, Any] | None,
+        actions: dict[str, dict[str, Any] | None],
+    ) -> None:
         kind = update["type"]
         if kind == "message-appended":
             self._supersede((), update["message"]["parts"])
             self.messages.append(dict(update["message"]))
+            self._put_actions((), update["message"]["parts"], actions)
         elif kind == "message-replaced":
             message = update["message"]
             for index, existing in enumerate(self.messages):
                 if existing["id"] == message["id"]:
                     self._supersede(existing["parts"], message["parts"])
                     self.messages[index] = dict(message)
+                    self._put_actions(existing["parts"], message["parts"], actions)
                     break
         elif kind == "tool-part-updated":
             old = self._put_part(update["messageId"], update["part"])
@@ -123,6 +132,31 @@ class ThreadReplica:
         elif kind == "tool-data":
             items = self.live.setdefault((update["toolCallId"], update["channel"]), {})
             items[update["item"]["id"]] = update["item"]
+
+    def _put_actions(
+        self,
+        before: Iterable[dict[str, Any]],
+        after: Iterable[dict[str, Any]],
+        actions: dict[str, dict[str, Any] | None],
+    ) -> None:
+        """The pending actions of a message's tool parts, now ``after`` (replacing
+        ``before``): each part's from ``actions`` (none if absent), and none for a part
+        the message no longer holds."""
+        kept = set()
+        for part in after:
+            call_id = part.get("toolCallId")
+            if call_id is None:
+                continue
+            kept.add(call_id)
+            action = actions.get(call_id)
+            if action is None:
+                self.pending.pop(call_id, None)
+            else:
+                self.pending[call_id] = action
+        for part in before:
+            call_id = part.get("toolCallId")
+            if call_id is not None and call_id not in kept:
+                self.pending.pop(call_id, None)
 
     def _put_part(self, message_id: str, part: dict[str, Any]) -> dict[str, Any] | None:
         """Put ``part`` into its message; return the part it replaced, if any."""
@@ -198,11 +232,15 @@ class UpdateLog:
         return Cursor(epoch=self.epoch, seq=self.seq)
 
     def append(
-        self, update: dict[str, JsonValue], pending_action: dict[str, JsonValue] | None
+        self,
+        update: dict[str, JsonValue],
+        pending_action: dict[str, JsonValue] | None,
+        pending_actions: dict[str, JsonValue] | None = None,
     ) -> dict[str, JsonValue]:
-        """Number ``update`` (the next ``seq``), keep it, and return its frame."""
+        """Number ``update`` (the next ``seq``), keep it, and return its frame (see
+        :func:`update_frame` for the pending actions it carries)."""
         self.seq += 1
-        frame = update_frame(self.thread_id, self.cursor, update, pending_action)
+        frame = update_frame(self.thread_id, self.cursor, update, pending_action, pending_actions)
         self._frames.append(frame)
         if len(self._frames) > self.capacity:
             self._frames.popleft()

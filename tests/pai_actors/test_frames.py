@@ -464,7 +464,7 @@ def mutated_frames(draw: st.DrawFn) -> str:
     frame = json.loads(json.dumps(draw(st.sampled_from([f for f, _ in FULL.values()]))))
     for _ in range(draw(st.integers(1, 3))):
         objects = [frame] + [v for v in frame.values() if isinstance(v, dict)]
-        objects += [t for t in frame.get("clientTools", []) if isinstance(t, dict)]
+        objects += [t for t in frame.get("clientTools") or [] if isinstance(t, dict)]
         target = draw(st.sampled_from(objects))
         action = draw(st.sampled_from(["delete", "set", "add"]))
         if action == "delete" and target:
@@ -573,6 +573,19 @@ def test_a_tool_part_update_always_says_which_action_its_part_shows() -> None:
         "resumeSchema": {"type": "object"},
     }
     assert update_frame("t", cursor, update, action)["pendingAction"] == action
+
+
+def test_a_message_update_says_which_action_each_of_its_tool_parts_shows() -> None:
+    cursor = Cursor(epoch="e", seq=2)
+    action = action_wire("pickColor", {"hint": "warm"}, REF, None)
+    for kind in ("message-appended", "message-replaced"):
+        update: dict[str, Any] = {"type": kind, "threadId": "t", "message": {"id": "m"}}
+        frame = update_frame("t", cursor, update, None, {"call_1": action, "call_2": None})
+        assert frame["pendingActions"] == {"call_1": action, "call_2": None}
+        assert "pendingAction" not in frame
+        assert update_frame("t", cursor, update)["pendingActions"] == {}
+    run: dict[str, Any] = {"type": "run-status", "threadId": "t", "run": {}}
+    assert "pendingActions" not in update_frame("t", cursor, run)
 
 
 def test_watch_ended_and_action_result_frames() -> None:

@@ -237,7 +237,7 @@ class ReplicaMachine(RuleBasedStateMachine):
         then both clients watch it."""
         self.capacity = capacity
         self.server = self.new_server()
-        self.append_message("assistant", "", tools)
+        self.append_message("assistant", "", tools, "executing")
         for client in self.clients:
             self.subscribe(client)
 
@@ -254,7 +254,12 @@ class ReplicaMachine(RuleBasedStateMachine):
 
     def publish(self, update: dict[str, Any], action: dict[str, Any] | None = None) -> None:
         self.truth.g += 1
-        frame = self.server.log.append(update, action)
+        actions: dict[str, Any] | None = None
+        if update["type"] in ("message-appended", "message-replaced"):
+            message_id = update["message"]["id"]
+            [call_ids] = [m[3] for m in self.truth.messages if m[0] == message_id]
+            actions = {call_id: self.truth.pending.get(call_id) for call_id in call_ids}
+        frame = self.server.log.append(update, action, actions)
         assert frame["cursor"] == {"epoch": self.server.log.epoch, "seq": self.server.log.seq}
         self.published[(self.server.log.epoch, self.server.log.seq)] = frame
         assert self.server.replica.apply(frame) == "applied"
@@ -266,13 +271,19 @@ class ReplicaMachine(RuleBasedStateMachine):
         role=st.sampled_from(["user", "assistant"]),
         text=st.sampled_from(["", "hi", "é✓"]),
         tools=st.lists(st.sampled_from(["ask", "pickColor"]), max_size=2),
+        kind=st.sampled_from(PART_KINDS),
     )
-    def append_message(self, role: Role, text: str, tools: list[str]) -> None:
+    def append_message(self, role: Role, text: str, tools: list[str], kind: PartKind) -> None:
         message_id = f"msg_{len(self.truth.messages) + 1}"
         call_ids = []
         for tool in tools if role == "assistant" else []:
             call_id = f"call_{len(self.truth.calls) + 1}"
-            self.truth.calls[call_id] = Call(call_id, message_id, tool, tick=self.truth.g)
+            call = Call(call_id, message_id, tool, tick=self.truth.g)
+            call.kind = kind  # a call may show a pending action from the message on
+            self.truth.calls[call_id] = call
+            action = call.action()
+            if action is not None:
+                self.truth.pending[call_id] = action
             call_ids.append(call_id)
         self.truth.messages.append((message_id, role, text, call_ids))
         message = self.truth.message(message_id)

@@ -36,10 +36,10 @@ from pai_actors import (
     ToolContext,
     ToolDataUpdated,
     ToolPart,
-    ToolPartUpdated,
     define_agent,
     define_tool,
 )
+from pai_actors._feeds import update_actions
 from pai_actors._frames import action_wire, snapshot_frame
 from pai_actors._json import JsonValue
 from pai_actors._loading import pending_action_of_part
@@ -142,10 +142,9 @@ class Follower:
 
     def take(self, updates: Sequence[ThreadUpdate]) -> Follower:
         for update in updates:
-            action = None
-            if self.rt is not None and isinstance(update, ToolPartUpdated):
-                action = action_of(self.rt, update.message_id, update.part)
-            assert self.replica.apply(self.log.append(update.to_wire(), action)) == "applied"
+            action, actions = (None, None) if self.rt is None else update_actions(self.rt, update)
+            frame = self.log.append(update.to_wire(), action, actions)
+            assert self.replica.apply(frame) == "applied"
         return self
 
 
@@ -436,12 +435,6 @@ def test_watches_opened_at_any_moment_see_each_update_exactly_once(data: st.Data
 PICK = ClientTool(name="pickColor", description="Pick a color.", input_schema={"type": "object"})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a client tool's call is pending from the message-appended update that shows "
-    "it, which carries no pendingAction (update_frame adds one to tool-part-updated only, "
-    "and the feed computes none for message updates); no tool-part-updated follows",
-)
 async def test_a_pending_action_shown_by_an_appended_message_reaches_the_replica(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
