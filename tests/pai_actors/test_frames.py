@@ -464,7 +464,9 @@ def mutated_frames(draw: st.DrawFn) -> str:
     frame = json.loads(json.dumps(draw(st.sampled_from([f for f, _ in FULL.values()]))))
     for _ in range(draw(st.integers(1, 3))):
         objects = [frame] + [v for v in frame.values() if isinstance(v, dict)]
-        objects += [t for t in frame.get("clientTools") or [] if isinstance(t, dict)]
+        tools = frame.get("clientTools")  # an earlier mutation may have replaced it
+        if isinstance(tools, list):
+            objects += [t for t in tools if isinstance(t, dict)]
         target = draw(st.sampled_from(objects))
         action = draw(st.sampled_from(["delete", "set", "add"]))
         if action == "delete" and target:
