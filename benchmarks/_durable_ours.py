@@ -65,7 +65,7 @@ def tool_input(i: int) -> dict[str, Any]:
     return {"order": i, "cents": 500}
 
 
-def _refund(ctx: ToolContext) -> Any:
+async def _refund(ctx: ToolContext) -> Any:  # async: a plain def runs in a worker thread
     if isinstance(ctx.entry, ResumeEntry):
         decision: Decision = ctx.entry.resume
         return {"refunded": ctx.input.cents if decision.approved else 0}

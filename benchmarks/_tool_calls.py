@@ -64,7 +64,7 @@ def _input(i: int) -> dict[str, Any]:
     return {"n": i, "word": f"w{i}"}
 
 
-def _execute(ctx: ToolContext) -> EchoInput:
+async def _execute(ctx: ToolContext) -> EchoInput:  # async: a plain def runs in a thread
     result: EchoInput = ctx.input
     return result
 
