@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 
 import trio
 from pydantic import TypeAdapter
+from pydantic.alias_generators import to_snake
 from trio_websocket import (
     ConnectionClosed,
     ConnectionRejected,
@@ -252,9 +253,8 @@ class Client:
     async def read_file(self, file_id: str) -> FileDownload:
         """A file of this scope (:class:`ServerError` ``not-found`` otherwise)."""
         result = await self.request("readFile", fileId=file_id)
-        return FileDownload(
-            UploadedFile.model_validate(result["file"]), base64.b64decode(result["body"])
-        )
+        record = {to_snake(name): value for name, value in result["file"].items()}
+        return FileDownload(UploadedFile.model_validate(record), base64.b64decode(result["body"]))
 
     # -- the connection ----------------------------------------------------------------------
 

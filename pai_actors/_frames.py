@@ -24,6 +24,9 @@ from ._wire import Json, WireModel
 PROTOCOL_VERSION = 1
 """The version every frame carries as ``"v"``."""
 
+MAX_REQUEST_ID = 2**53 - 1
+"""The largest request ``id`` (JavaScript's ``Number.MAX_SAFE_INTEGER``)."""
+
 MAX_FRAME_BYTES = 1 << 20
 """The largest frame a server accepts by default (1 MiB); a larger one closes the
 connection with code 1009 (message too big)."""
@@ -50,7 +53,7 @@ class ClientToolSpec(WireModel):
 
 class _Request(WireModel):
     v: Literal[1]
-    id: int = Field(ge=0, le=2**53)
+    id: int = Field(ge=0, le=MAX_REQUEST_ID)
 
 
 class CreateThreadRequest(_Request):
@@ -172,6 +175,12 @@ class FrameError(Exception):
         self.request_id = request_id
 
 
+def _short(value: object, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters (a frame may hold anything)."""
+    shown = repr(value)
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
+
+
 def parse_request(text: str | bytes) -> Request:
     """Read one client frame, or raise :class:`FrameError` saying what is wrong with it."""
     if isinstance(text, bytes):
@@ -189,10 +198,15 @@ def parse_request(text: str | bytes) -> Request:
             "bad-frame", f"a frame is a JSON object, got {type(raw).__name__}"
         ) from None
     request_id = raw.get("id")
-    if not isinstance(request_id, int) or isinstance(request_id, bool) or request_id < 0:
+    if (
+        not isinstance(request_id, int)
+        or isinstance(request_id, bool)
+        or not 0 <= request_id <= MAX_REQUEST_ID
+    ):
         raise FrameError(
             "bad-frame",
-            f"a request needs an 'id' that is a non-negative integer, got {request_id!r}",
+            f"a request needs an 'id' that is an integer from 0 to 2**53 - 1, "
+            f"got {_short(request_id)}",
         )
     version = raw.get("v")
     if type(version) is not int or version != PROTOCOL_VERSION:  # not True, not 1.0
@@ -206,7 +220,7 @@ def parse_request(text: str | bytes) -> Request:
     if op not in OPS:
         raise FrameError(
             "unknown-op",
-            f"unknown op {op!r}; use one of {', '.join(OPS)}",
+            f"unknown op {_short(op)}; use one of {', '.join(OPS)}",
             request_id,
         )
     bad = _lone_surrogate(raw)
@@ -219,7 +233,7 @@ def parse_request(text: str | bytes) -> Request:
             request_id,
         )
     try:
-        return _REQUEST.validate_python(raw)
+        return _REQUEST.validate_python(raw, by_alias=True, by_name=False)  # camelCase only
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(map(str, error['loc'][1:])) or 'frame'}: {error['msg']}"

@@ -227,6 +227,10 @@ class UpdateLog:
     seq: int = 0
     _frames: deque[dict[str, JsonValue]] = field(default_factory=deque)
 
+    def __post_init__(self) -> None:
+        if self.capacity < 1:
+            raise ValueError(f"UpdateLog(capacity=...) must be at least 1, got {self.capacity!r}")
+
     @property
     def cursor(self) -> Cursor:
         return Cursor(epoch=self.epoch, seq=self.seq)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 import trio
+from pydantic.alias_generators import to_camel
 from trio_websocket import (
     ConnectionClosed,
     WebSocketConnection,
@@ -332,8 +333,9 @@ class _Connection:
             found = await rt.read_file(request.file_id, scope_key=self.identity.scope_key)
         except FileNotFound:
             raise _Refused("not-found", f"no file {request.file_id!r} in your scope") from None
+        record = found.file.model_dump(mode="json", exclude={"version"})
         return {
-            "file": found.file.model_dump(mode="json", by_alias=True),
+            "file": {to_camel(name): value for name, value in record.items()},
             "body": base64.b64encode(found.body).decode("ascii"),
         }
 
@@ -415,7 +417,7 @@ _ENDED = {
 
 
 def _no_thread(thread_id: str) -> str:
-    return f"no thread {thread_id!r} in your scope; use a thread this connection created"
+    return f"no thread {thread_id!r} in your scope; use a thread created in your scope"
 
 
 @asynccontextmanager

@@ -25,6 +25,7 @@ import pytest
 import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic.alias_generators import to_snake
 from trio_websocket import (
     CloseReason,
     ConnectionClosed,
@@ -287,7 +288,8 @@ async def test_read_file() -> None:
             read = await alice.ok("readFile", fileId=part.output["fileId"])
             assert await alice.refused("readFile", fileId="file_nope") == "not-found"
     assert base64.b64decode(read["body"]) == b"name,total\nnorth,12\n"
-    file = UploadedFile.model_validate(read["file"])
+    assert {"fileId", "mediaType", "scopeKey", "createdAt"} <= read["file"].keys()  # camelCase
+    file = UploadedFile.model_validate({to_snake(k): v for k, v in read["file"].items()})
     assert file.file_id == part.output["fileId"]
     assert (file.filename, file.media_type, file.size) == ("report.csv", "text/csv", 20)
     assert (file.thread_id, file.metadata) == (thread_id, {"rows": 1})
