@@ -70,7 +70,11 @@ def bar(percent: int, width: int = 20) -> str:
 
 
 async def _follow(
-    thread: ClientThread, updates: object, say: Say, until: Callable[[ThreadUpdate], bool]
+    thread: ClientThread,
+    updates: object,
+    say: Say,
+    until: Callable[[ThreadUpdate], bool],
+    progress: Say,
 ) -> None:
     """Say what the watch shows (progress as a bar) until ``until(update)``."""
     async for update in updates:  # type: ignore[attr-defined]
@@ -82,7 +86,7 @@ async def _follow(
             assert isinstance(value, dict)
             percent = value["percent"]
             assert isinstance(percent, int)
-            say(f"   [live] {value['step']:<9} {bar(percent)}")
+            progress(f"   [live] {value['step']:<9} {bar(percent)}")
         elif isinstance(update, ToolPartUpdated):
             part = update.part
             suspended = part.pending_suspension
@@ -94,8 +98,10 @@ async def _follow(
             return
 
 
-async def run_protocol_demo(say: Say = print) -> list[str]:
-    """Run the demo, narrating through ``say``; return the thread's run statuses."""
+async def run_protocol_demo(say: Say = print, progress: Say | None = None) -> list[str]:
+    """Run the demo, narrating through ``say`` (the progress bar's lines through
+    ``progress``, ``say`` by default); return the thread's run statuses."""
+    progress = say if progress is None else progress
     stage = _Stage()
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "demo.db"
@@ -115,6 +121,7 @@ async def run_protocol_demo(say: Say = print) -> list[str]:
                         lambda u: (
                             isinstance(u, ToolPartUpdated) and u.part.pending_suspension is not None
                         ),
+                        progress,
                     )
                 [action] = thread.pending_actions()
                 say(f"\n2. The pending action {action.name!r} (id {action.ref.action_id!r}):")
@@ -146,6 +153,7 @@ async def run_protocol_demo(say: Say = print) -> list[str]:
                             isinstance(u, RunStatusChanged)
                             and u.run.status in ("completed", "failed", "cancelled")
                         ),
+                        progress,
                     )
                 state = thread.get_state()
             stage.done.set()
