@@ -70,12 +70,14 @@ def build_parser() -> argparse.ArgumentParser:
             "--token", default=os.environ.get("PAI_TOKEN"), help="bearer token ($PAI_TOKEN)"
         )
         if name == "list":
-            verb.add_argument("--thread", help="only this thread's actions")
+            verb.add_argument("--thread", metavar="THREAD_ID", help="only this thread's actions")
             verb.add_argument("--json", action="store_true", help="print JSON")
         else:
             verb.add_argument("action_id", metavar="ACTION_ID", help="as `actions list` shows")
             verb.add_argument(
-                "--thread", help="the action's thread (needed when several threads share the id)"
+                "--thread",
+                metavar="THREAD_ID",
+                help="the action's thread (needed when several threads share the id)",
             )
         if name == "submit":
             verb.add_argument("--payload", help="the answer as JSON (else asked for)")
@@ -150,6 +152,8 @@ def _actions(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
     if not args.token:
         return _fail("no token: pass --token or set $PAI_TOKEN")
+    if not args.url.startswith(("ws://", "wss://")):
+        return _fail(f"--url {args.url!r} is not a WebSocket URL; write ws://host:port/")
 
     async def run() -> bool:
         if args.verb == "list":

@@ -3,6 +3,7 @@
 See ``docs/guides/client.md``. Every name here is re-exported from private modules.
 """
 
+from ._client import CLIENT_MAX_FRAME_BYTES as CLIENT_MAX_FRAME_BYTES
 from ._client import AuthenticationFailed as AuthenticationFailed
 from ._client import Client as Client
 from ._client import ClientError as ClientError
@@ -16,6 +17,7 @@ from ._client import open_client as open_client
 from ._pending import PendingActionView as PendingActionView
 
 __all__ = [
+    "CLIENT_MAX_FRAME_BYTES",
     "AuthenticationFailed",
     "Client",
     "ClientError",

@@ -212,6 +212,8 @@ def test_bad_input_exits_non_zero_with_a_clear_error(
     assert "no token: pass --token or set $PAI_TOKEN" in capsys.readouterr().err
     assert main(["actions", "list", "--url", "ws://127.0.0.1:9/", "--token", "t"]) == 1
     assert "cannot connect to ws://127.0.0.1:9/" in capsys.readouterr().err
+    assert main(["actions", "list", "--url", "http://127.0.0.1:9/", "--token", "t"]) == 1
+    assert "is not a WebSocket URL" in capsys.readouterr().err
     with pytest.raises(SystemExit) as usage:
         main(["actions", "fail", "call_1.1", "--token", "t"])  # --error is required
     assert usage.value.code == 2
