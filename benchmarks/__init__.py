@@ -28,6 +28,16 @@ JSON line (see :class:`Record`). The figures:
   ``w2_memory``, ``reopen_100k``: conversations whose tool call suspends for approval in a
   SQLite file, against LangGraph and pydantic-ai (``pip install .[bench]``; without them the
   peer figures report our value and no ratio). See :mod:`benchmarks._durable`.
+- ``protocol_latency_p50_sequential``, ``protocol_latency_p99_sequential``,
+  ``protocol_latency_p50_concurrent``, ``protocol_latency_p99_concurrent``: with ``n``
+  watchers connected (one client connection each, each on its own thread waiting on an
+  approval), seconds from a separate client submitting an approval until its watcher sees
+  the tool part ``output-available``, one approval at a time or all at once, vs a bare
+  trio-websocket echo round trip in the same pattern. Target (p99): ratio of times <= 5.
+- ``protocol_load`` (conversations per second through the server from many clients for a
+  while, informational; any error fails it) and ``protocol_load_memory`` (the server
+  process's last over first RSS sample of that run, after a warm-up; target <= 1.25). See
+  :mod:`benchmarks._protocol`.
 - ``threaded``: approval round trips (a conversation whose call suspends for approval and
   is approved) driven from 8 OS threads through ``pai_actors.threaded``, vs the same from 8
   trio tasks in the runtime's own run. Target: ratio of throughputs >= 0.5.
@@ -48,6 +58,12 @@ from ._durable import w2_resume as w2_resume
 from ._durable import w2_suspend as w2_suspend
 from ._harness import Record as Record
 from ._harness import Target as Target
+from ._protocol import latency_p50_concurrent as protocol_latency_p50_concurrent
+from ._protocol import latency_p50_sequential as protocol_latency_p50_sequential
+from ._protocol import latency_p99_concurrent as protocol_latency_p99_concurrent
+from ._protocol import latency_p99_sequential as protocol_latency_p99_sequential
+from ._protocol import load as protocol_load
+from ._protocol import load_memory as protocol_load_memory
 from ._spawn_exit import spawn_exit as spawn_exit
 from ._spawn_exit import spawn_exit_scoped as spawn_exit_scoped
 from ._teardown import tree_size as tree_size
@@ -63,6 +79,12 @@ __all__ = [
     "Target",
     "ask_round_trip",
     "cancel_run",
+    "protocol_latency_p50_concurrent",
+    "protocol_latency_p50_sequential",
+    "protocol_latency_p99_concurrent",
+    "protocol_latency_p99_sequential",
+    "protocol_load",
+    "protocol_load_memory",
     "reopen",
     "spawn_exit",
     "spawn_exit_scoped",

@@ -19,6 +19,14 @@ from ._durable import (
     w2_suspend,
 )
 from ._harness import Record
+from ._protocol import (
+    latency_p50_concurrent,
+    latency_p50_sequential,
+    latency_p99_concurrent,
+    latency_p99_sequential,
+    load,
+    load_memory,
+)
 from ._spawn_exit import spawn_exit, spawn_exit_scoped
 from ._teardown import tree_teardown
 from ._threaded import threaded
@@ -51,6 +59,16 @@ FULL: dict[str, Figure] = {
     "reopen_100k": lambda: reopen(100_000, repeats=3),
     # Approval round trips from 8 threads through pai_actors.threaded vs 8 trio tasks.
     "threaded": lambda: threaded(800, repeats=3),
+    # The protocol over WebSocket, 1,000 watchers: one measurement gives the four latency
+    # figures, one 60 s load run the two load figures.
+    "protocol_latency_p50_sequential": lambda: latency_p50_sequential(1_000),
+    "protocol_latency_p99_sequential": lambda: latency_p99_sequential(1_000),
+    "protocol_latency_p50_concurrent": lambda: latency_p50_concurrent(1_000),
+    "protocol_latency_p99_concurrent": lambda: latency_p99_concurrent(1_000),
+    "protocol_load": lambda: load(60.0, warmup=10.0, clients=50, sample_every=5.0, linger=5.0),
+    "protocol_load_memory": lambda: load_memory(
+        60.0, warmup=10.0, clients=50, sample_every=5.0, linger=5.0
+    ),
 }
 QUICK: dict[str, Figure] = {
     "spawn_exit": lambda: spawn_exit(2_000, repeats=3),
@@ -71,6 +89,14 @@ QUICK: dict[str, Figure] = {
     "w2_memory": lambda: w2_memory(500, repeats=1),
     "reopen_100k": lambda: reopen(1_000, repeats=1),
     "threaded": lambda: threaded(80, repeats=2),
+    "protocol_latency_p50_sequential": lambda: latency_p50_sequential(20),
+    "protocol_latency_p99_sequential": lambda: latency_p99_sequential(20),
+    "protocol_latency_p50_concurrent": lambda: latency_p50_concurrent(20),
+    "protocol_latency_p99_concurrent": lambda: latency_p99_concurrent(20),
+    "protocol_load": lambda: load(2.0, warmup=1.0, clients=5, sample_every=0.5, linger=0.5),
+    "protocol_load_memory": lambda: load_memory(
+        2.0, warmup=1.0, clients=5, sample_every=0.5, linger=0.5
+    ),
 }
 
 
@@ -78,8 +104,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks",
         description=(
-            "Benchmark supervisors against bare trio (and pykka), and durable approvals "
-            "against LangGraph and pydantic-ai; one JSON line each."
+            "Benchmark supervisors against bare trio (and pykka), durable approvals "
+            "against LangGraph and pydantic-ai, and the protocol server against a bare "
+            "trio-websocket echo; one JSON line each."
         ),
     )
     mode = parser.add_mutually_exclusive_group()

@@ -17,6 +17,12 @@ from benchmarks import (
     Target,
     ask_round_trip,
     cancel_run,
+    protocol_latency_p50_concurrent,
+    protocol_latency_p50_sequential,
+    protocol_latency_p99_concurrent,
+    protocol_latency_p99_sequential,
+    protocol_load,
+    protocol_load_memory,
     spawn_exit,
     spawn_exit_scoped,
     threaded,
@@ -184,6 +190,30 @@ def test_durable_value_figures_record_shape() -> None:
     assert reopen_figure(4, repeats=2).value > 0
 
 
+def test_protocol_figures_record_shape() -> None:
+    """One measurement gives the four latency figures, one load run the two load figures."""
+    latency = [
+        (protocol_latency_p50_sequential(3), "protocol_latency_p50_sequential", False),
+        (protocol_latency_p99_sequential(3), "protocol_latency_p99_sequential", True),
+        (protocol_latency_p50_concurrent(3), "protocol_latency_p50_concurrent", False),
+        (protocol_latency_p99_concurrent(3), "protocol_latency_p99_concurrent", True),
+    ]
+    for record, figure, has_target in latency:
+        data = check_record_json(record.to_json())
+        assert (data["figure"], data["ratio_of"], data["n"]) == (figure, "time", 3)
+        assert record.value > 0
+        assert (data["target"] is not None) is has_target
+    sizes = {"warmup": 0.1, "clients": 2, "sample_every": 0.1, "linger": 0.1}
+    load = protocol_load(0.3, **sizes)
+    memory = protocol_load_memory(0.3, **sizes)
+    for record, figure in [(load, "protocol_load"), (memory, "protocol_load_memory")]:
+        data = check_record_json(record.to_json())
+        assert (data["figure"], data["ratio_of"]) == (figure, "value")
+        assert data["n"] == load.n > 0
+    assert load.target is None
+    assert memory.target is not None
+
+
 def test_tree_size() -> None:
     assert tree_size(4, 10) == 11_111
     assert tree_size(2, 3) == 13
@@ -221,6 +251,16 @@ def test_cli_prints_one_line_per_figure(
         "w2_memory": lambda: w2_memory(5, repeats=1),
         "reopen_100k": lambda: reopen_figure(2, repeats=1),
         "threaded": lambda: threaded(8, repeats=1),
+        "protocol_latency_p50_sequential": lambda: protocol_latency_p50_sequential(2),
+        "protocol_latency_p99_sequential": lambda: protocol_latency_p99_sequential(2),
+        "protocol_latency_p50_concurrent": lambda: protocol_latency_p50_concurrent(2),
+        "protocol_latency_p99_concurrent": lambda: protocol_latency_p99_concurrent(2),
+        "protocol_load": lambda: protocol_load(
+            0.2, warmup=0.1, clients=1, sample_every=0.1, linger=0.1
+        ),
+        "protocol_load_memory": lambda: protocol_load_memory(
+            0.2, warmup=0.1, clients=1, sample_every=0.1, linger=0.1
+        ),
     }
     assert set(tiny) == set(FULL) == set(QUICK)
     for name, figure in tiny.items():
