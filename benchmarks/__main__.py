@@ -19,14 +19,13 @@ from ._durable import (
     w2_suspend,
 )
 from ._harness import Record
-from ._protocol import (
+from ._protocol_latency import (
     latency_p50_concurrent,
     latency_p50_sequential,
     latency_p99_concurrent,
     latency_p99_sequential,
-    load,
-    load_memory,
 )
+from ._protocol_load import load, load_memory
 from ._spawn_exit import spawn_exit, spawn_exit_scoped
 from ._teardown import tree_teardown
 from ._threaded import threaded
