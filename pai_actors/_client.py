@@ -27,6 +27,7 @@ import itertools
 import json
 import logging
 import ssl
+import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -159,7 +160,11 @@ class Client:
         self._connected = trio.Event()
         self._failure: Exception | None = None
         self._closing = False
-        self._threads: dict[str, ClientThread] = {}
+        # The threads opened and still in use: a thread the application dropped (and does
+        # not watch) is forgotten, so a long-lived client does not grow with every thread.
+        self._threads: weakref.WeakValueDictionary[str, ClientThread] = (
+            weakref.WeakValueDictionary()
+        )
         self._nursery: trio.Nursery | None = None
         self.connections = 0
         """How many times this client has connected (``1`` until it first reconnects)."""
@@ -216,8 +221,8 @@ class Client:
         if thread is None:
             thread = ClientThread(self, thread_id)
             await thread.refresh()
-            self._threads.setdefault(thread_id, thread)
-        return self._threads[thread_id]
+            thread = self._threads.setdefault(thread_id, thread)
+        return thread
 
     async def pending_actions(self, thread_id: str | None = None) -> list[PendingActionView]:
         """The pending actions of ``thread_id``, or of every thread in this scope."""

@@ -23,6 +23,7 @@ from typing import Any
 
 import trio
 
+from ._agent import AgentDefinition
 from ._errors import WatchOverflow
 from ._frames import Cursor, action_wire, snapshot_frame
 from ._json import JsonValue
@@ -43,34 +44,52 @@ def view_wire(view: PendingActionView) -> dict[str, JsonValue]:
     return action_wire(view.name, view.input, view.ref, view.resume_schema)
 
 
-def state_actions(rt: AgentRuntime, state: ThreadState) -> list[JsonValue]:
-    """The pending actions the parts of ``state`` show, in part order."""
+def state_actions(
+    rt: AgentRuntime, state: ThreadState, feed: Feed | None = None
+) -> list[JsonValue]:
+    """The pending actions the parts of ``state`` show, in part order (with a ``feed``:
+    from what it knows of the thread, see :func:`update_actions`)."""
     actions: list[JsonValue] = []
     for message in state.messages:
         for part in message.parts:
             if isinstance(part, ToolPart):
-                view = pending_action_of_part(rt, message.id, part)
-                if view is not None:
-                    actions.append(view_wire(view))
+                action = _action(rt, message.id, part, feed)
+                if action is not None:
+                    actions.append(action)
     return actions
 
 
 def update_actions(
-    rt: AgentRuntime, update: ThreadUpdate
+    rt: AgentRuntime, update: ThreadUpdate, feed: Feed | None = None
 ) -> tuple[dict[str, JsonValue] | None, dict[str, JsonValue] | None]:
     """The pending actions an update frame carries (see ``update_frame``): for a tool part
-    put, the action it shows; for a message appended or replaced, each tool part's."""
+    put, the action it shows; for a message appended or replaced, each tool part's. With a
+    ``feed``, its thread's agent and message runs are used rather than the runtime's
+    bounded indexes."""
     if isinstance(update, ToolPartUpdated):
-        view = pending_action_of_part(rt, update.message_id, update.part)
-        return (None if view is None else view_wire(view)), None
+        return _action(rt, update.message_id, update.part, feed), None
     if isinstance(update, MessageAppended | MessageReplaced):
-        actions: dict[str, JsonValue] = {}
-        for part in update.message.parts:
-            if isinstance(part, ToolPart):
-                view = pending_action_of_part(rt, update.message.id, part)
-                actions[part.tool_call_id] = None if view is None else view_wire(view)
+        actions: dict[str, JsonValue] = {
+            part.tool_call_id: _action(rt, update.message.id, part, feed)
+            for part in update.message.parts
+            if isinstance(part, ToolPart)
+        }
         return None, actions
     return None, None
+
+
+def _action(
+    rt: AgentRuntime, message_id: str, part: ToolPart, feed: Feed | None
+) -> dict[str, JsonValue] | None:
+    if part.state == "input-streaming":  # no action yet (nor, perhaps, a stored call)
+        return None
+    where = agent = None
+    if feed is not None:
+        run_id = feed.runs.get(message_id)
+        where = None if run_id is None else (feed.thread_id, run_id)
+        agent = feed.agent
+    view = pending_action_of_part(rt, message_id, part, where=where, agent=agent)
+    return None if view is None else view_wire(view)
 
 
 @dataclass(eq=False)
@@ -94,6 +113,8 @@ class Feed:
     subscribers: set[Subscriber] = field(default_factory=set)
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     idle_since: float | None = None
+    agent: AgentDefinition | None = None  # the thread's agent
+    runs: dict[str, str] = field(default_factory=dict)  # message id -> run id
 
 
 class FeedHub:
@@ -178,6 +199,9 @@ class FeedHub:
                     feed.thread_id, snapshot=True, capacity=_RUNTIME_WATCH_CAPACITY
                 ) as updates:
                     assert updates.snapshot is not None
+                    feed.agent = self._rt.agent_of(await self._rt.get_thread(feed.thread_id))
+                    for call in await self._rt.store.list_calls(feed.thread_id):
+                        feed.runs[call.message_id] = call.run_id
                     log = UpdateLog(
                         feed.thread_id,
                         f"{self._instance}.{next(self._epochs)}",
@@ -189,12 +213,13 @@ class FeedHub:
                             feed.thread_id,
                             log.cursor,
                             updates.snapshot.to_wire(),
-                            state_actions(self._rt, updates.snapshot),
+                            state_actions(self._rt, updates.snapshot, feed),
                         )
                     )
                     feed.ready.set()
                     try:
                         async for update in updates:
+                            await self._index(feed, update)
                             self._publish(feed, log, update)
                     except WatchOverflow:
                         reason = "overflow"
@@ -215,8 +240,31 @@ class FeedHub:
                 subscriber.send.close()
             feed.subscribers.clear()
 
+    async def _index(self, feed: Feed, update: ThreadUpdate) -> None:
+        """Learn what the feed needs to tell the pending actions ``update`` shows: the run of
+        its message. The runtime's indexes are bounded (with more threads busy than they
+        hold, an entry can be gone by the time its update is forwarded), so the feed keeps
+        its own, from the runtime's index or else from the store (the thread's calls)."""
+        if isinstance(update, ToolPartUpdated):
+            message_id = update.message_id
+        elif isinstance(update, MessageAppended | MessageReplaced) and any(
+            isinstance(part, ToolPart) and part.state != "input-streaming"
+            for part in update.message.parts
+        ):
+            message_id = update.message.id
+        else:
+            return
+        if message_id in feed.runs:
+            return
+        where = self._rt.message_index.get(message_id)
+        if where is not None:
+            feed.runs[message_id] = where[1]
+            return
+        for call in await self._rt.store.list_calls(feed.thread_id):
+            feed.runs[call.message_id] = call.run_id
+
     def _publish(self, feed: Feed, log: UpdateLog, update: Any) -> None:
-        action, actions = update_actions(self._rt, update)
+        action, actions = update_actions(self._rt, update, feed)
         frame = log.append(update.to_wire(), action, actions)
         assert feed.replica is not None
         feed.replica.apply(frame)

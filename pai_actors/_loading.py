@@ -24,6 +24,7 @@ from ._records import StoredCall
 from ._registration import ToolRegistration
 
 if TYPE_CHECKING:
+    from ._agent import AgentDefinition
     from ._runtime import AgentRuntime
 
 K = TypeVar("K")
@@ -105,10 +106,18 @@ def pending_action_for(
 
 
 def pending_action_of_part(
-    rt: AgentRuntime, message_id: str, part: ToolPart
+    rt: AgentRuntime,
+    message_id: str,
+    part: ToolPart,
+    *,
+    where: tuple[str, str] | None = None,
+    agent: AgentDefinition | None = None,
 ) -> PendingActionView | None:
-    """:func:`pending_action_for` given the message's id."""
-    where = rt.message_index.get(message_id)
+    """:func:`pending_action_for` given the message's id. ``where`` (the message's thread
+    and run) and ``agent`` (the thread's) are read from the runtime's bounded indexes
+    unless given."""
+    if where is None:
+        where = rt.message_index.get(message_id)
     if where is None:
         raise PaiError(
             f"message {message_id!r} is not known to this runtime; pass a message from "
@@ -131,7 +140,8 @@ def pending_action_of_part(
         shown = pending.input
     else:
         dynamic = part.type == "dynamic-tool"
-        agent = rt.known_agent(thread_id)
+        if agent is None:
+            agent = rt.known_agent(thread_id)
         if agent is None:
             raise PaiError(
                 f"thread {thread_id!r} of message {message_id!r} is not loaded in this runtime "
@@ -151,4 +161,6 @@ def pending_action_of_part(
         action_id=action_id,
         name=name,
     )
-    return PendingActionView(rt, ref, shown, resume_schema_of(rt.known_agent(thread_id), ref))
+    if agent is None:
+        agent = rt.known_agent(thread_id)
+    return PendingActionView(rt, ref, shown, resume_schema_of(agent, ref))

@@ -13,6 +13,7 @@ at once, as a network failure would) or by the server closing them.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -29,6 +30,7 @@ from pai_actors import (
     ToolPartUpdated,
     WatchOverflow,
 )
+from pai_actors._loading import BoundedIndex
 from pai_actors.client import (
     AuthenticationFailed,
     Client,
@@ -388,3 +390,38 @@ async def test_a_watch_that_falls_behind_ends_with_watch_overflow() -> None:
                     await updates.receive()
             assert wire(thread.get_state()) == wire(await s.rt.get_state(thread.thread_id))
     assert [type(u) for u in first] == [MessageAppended, RunStatusChanged]
+
+
+async def test_watches_keep_their_pending_actions_when_the_runtime_forgets_old_messages() -> None:
+    """The runtime's message and agent indexes are bounded: with more threads busy than
+    they hold, the server reads a forwarded update's message back from the store."""
+    with trio.fail_after(20):
+        async with serving() as s, open_client(s.url, token=ALICE) as client:
+            s.rt.message_index = BoundedIndex(1)
+            s.rt._thread_agents = BoundedIndex(1)
+            threads = [await client.create_thread() for _ in range(4)]
+            async with AsyncExitStack() as stack:
+                watches = [await stack.enter_async_context(t.watch()) for t in threads]
+                for thread in threads:
+                    await thread.send("invoice ACME")
+                for thread, updates in zip(threads, watches, strict=True):
+                    await collect_until(updates, lambda _, t=thread: bool(t.pending_actions()), [])
+                for thread in threads:
+                    [action] = thread.pending_actions()
+                    assert action.name == "approve.approval"
+                    assert (await action.submit({"approved": True})).status == "accepted"
+                for thread, updates in zip(threads, watches, strict=True):
+                    await collect_until(updates, completed, [])
+                    assert thread.get_state().runs[-1].status == "completed"
+                    assert not thread.pending_actions()
+
+
+async def test_a_client_forgets_the_threads_the_application_dropped() -> None:
+    with trio.fail_after(10):
+        async with serving() as s, open_client(s.url, token=ALICE) as client:
+            kept = await client.create_thread()
+            for _ in range(3):
+                await client.create_thread()  # dropped at once
+            gc.collect()
+            assert list(client._threads) == [kept.thread_id]
+            assert await client.thread(kept.thread_id) is kept
