@@ -128,7 +128,7 @@ class FeedHub:
         instance: str,
         log_capacity: int = 1024,
         subscriber_capacity: int = 512,
-        linger: float = 60.0,
+        linger: float = 15.0,
     ) -> None:
         self._rt = runtime
         self._nursery = nursery

@@ -9,10 +9,13 @@ then authorised by the identity's ``scope_key``: a connection sees and acts on t
 actions and files of its scope only, and a thread, run or action of another scope looks
 exactly like one that does not exist.
 
-Each connection reads its frames one at a time and answers each request in order; watches
-are forwarded by their own tasks. A frame that is not a valid request gets an ``error``
-frame and the connection goes on; one over ``max_frame_bytes`` closes the connection with
-1009 (message too big). Nothing one connection sends reaches another's tasks.
+Each connection carries out up to 32 of its requests at once (a client may pipeline them;
+each answer carries its request's ``id``, and answers may come in any order), and stops
+reading while that many are in flight; watches are forwarded by their own tasks, and a
+watch's result frame comes before any frame of the watch. A frame that is not a valid
+request gets an ``error`` frame and the connection goes on; one over ``max_frame_bytes``
+closes the connection with 1009 (message too big). Nothing one connection sends reaches
+another's tasks.
 
 Leaving the block closes every connection (1001, "going away") within a bounded grace
 period, then cancels what is left. The runtime is the caller's: closing it cancels and
@@ -80,6 +83,7 @@ from ._runtime import AgentRuntime
 _log = logging.getLogger("pai_actors.server")
 
 _OUTBOX = 256
+_CONCURRENT_REQUESTS = 32  # a connection's requests carried out at once
 _CLOSE_GRACE = 2.0
 
 
@@ -212,8 +216,8 @@ def _bearer(headers: list[tuple[bytes, bytes]]) -> str | None:
 
 
 class _Connection:
-    """One authenticated connection: its reader (requests in order), its writer, its
-    watches. Concurrency contract: only this connection's tasks touch it."""
+    """One authenticated connection: its reader (requests carried out concurrently), its
+    writer, its watches. Concurrency contract: only this connection's tasks touch it."""
 
     def __init__(
         self, runtime: AgentRuntime, feeds: FeedHub, ws: WebSocketConnection, identity: Identity
@@ -225,7 +229,8 @@ class _Connection:
         self._out_send, self._out_receive = trio.open_memory_channel[dict[str, JsonValue]](_OUTBOX)
         self._watches: dict[str, tuple[Subscriber, trio.CancelScope]] = {}
         self._nursery: trio.Nursery | None = None
-        self._started: Callable[[], None] | None = None
+        self._in_flight = trio.Semaphore(_CONCURRENT_REQUESTS)
+        self._watching = trio.Lock()
 
     async def serve(self) -> None:
         async with trio.open_nursery() as nursery:
@@ -256,15 +261,25 @@ class _Connection:
             except FrameError as exc:
                 await self._out_send.send(error_frame(exc.code, exc.message, exc.request_id))
                 continue
-            answer = await self._answer(request)
-            await self._out_send.send(answer)
-            if self._started is not None:  # a watch: its frames follow its result frame
-                start, self._started = self._started, None
-                start()
+            await self._in_flight.acquire()  # at most _CONCURRENT_REQUESTS; then stop reading
+            assert self._nursery is not None
+            self._nursery.start_soon(self._serve_request, request)
 
-    async def _answer(self, request: Request) -> dict[str, JsonValue]:
+    async def _serve_request(self, request: Request) -> None:
         try:
-            return result_frame(request.id, await self._perform(request))
+            after: list[Callable[[], None]] = []
+            answer = await self._answer(request, after)
+            await self._out_send.send(answer)
+            for start in after:  # a watch: its frames follow its result frame
+                start()
+        finally:
+            self._in_flight.release()
+
+    async def _answer(
+        self, request: Request, after: list[Callable[[], None]]
+    ) -> dict[str, JsonValue]:
+        try:
+            return result_frame(request.id, await self._perform(request, after))
         except _Refused as exc:
             return error_frame(exc.code, exc.message, request.id)
         except ThreadNotFound:
@@ -285,7 +300,9 @@ class _Connection:
                 "internal", "the server failed to carry out this request; see its log", request.id
             )
 
-    async def _perform(self, request: Request) -> dict[str, JsonValue]:
+    async def _perform(
+        self, request: Request, after: list[Callable[[], None]]
+    ) -> dict[str, JsonValue]:
         rt = self._rt
         if isinstance(request, CreateThreadRequest):
             thread_id = await rt.create_thread(self.identity.scope_key, self.identity.user_key)
@@ -309,9 +326,11 @@ class _Connection:
             state = await rt.get_state(request.thread_id)
             return {"state": state.to_wire(), "pendingActions": state_actions(rt, state)}
         if isinstance(request, WatchRequest):
-            return {"frames": await self._watch(request)}
+            async with self._watching:  # one watch or unwatch at a time on a connection
+                return {"frames": await self._watch(request, after)}
         if isinstance(request, UnwatchRequest):
-            self._unwatch(request.thread_id)
+            async with self._watching:
+                self._unwatch(request.thread_id)
             return {}
         if isinstance(request, ListPendingActionsRequest):
             if request.thread_id is None:
@@ -363,7 +382,9 @@ class _Connection:
         except AgentNotFound as exc:
             raise _Refused("not-found", str(exc)) from None
 
-    async def _watch(self, request: WatchRequest) -> list[JsonValue]:
+    async def _watch(
+        self, request: WatchRequest, after: list[Callable[[], None]]
+    ) -> list[JsonValue]:
         await self._in_scope(request.thread_id)
         self._unwatch(request.thread_id)
         subscriber, frames = await self._feeds.subscribe(request.thread_id, request.cursor)
@@ -371,8 +392,8 @@ class _Connection:
         self._watches[request.thread_id] = (subscriber, scope)
         nursery = self._nursery
         assert nursery is not None
-        self._started = lambda: nursery.start_soon(
-            self._forward, request.thread_id, subscriber, scope
+        after.append(
+            lambda: nursery.start_soon(self._forward, request.thread_id, subscriber, scope)
         )
         return list(frames)
 
@@ -428,7 +449,7 @@ async def open_server(
     host: str = "127.0.0.1",
     port: int = 0,
     max_frame_bytes: int = MAX_FRAME_BYTES,
-    linger: float = 60.0,
+    linger: float = 15.0,
     instance: str | None = None,
 ) -> AsyncIterator[Server]:
     """Serve ``runtime`` over WebSocket on ``host:port`` (``0``: a free port; read

@@ -267,11 +267,12 @@ async def test_watch_then_cancel_run_then_unwatch() -> None:
                     {"v": 1, "id": 90, "op": "send", **{"threadId": thread_id, "text": "hello"}}
                 )
             )
+            after = [json.loads(await ws.get_message())]
             await s.rt.wait_idle(thread_id)
             await ws.send_message(
                 json.dumps({"v": 1, "id": 91, "op": "getState", **{"threadId": thread_id}})
             )
-            after = [json.loads(await ws.get_message()) for _ in range(2)]
+            after.append(json.loads(await ws.get_message()))
     # Unwatched: the new run's updates never reach this connection, only the two answers.
     assert [(frame["type"], frame["id"]) for frame in after] == [("result", 90), ("result", 91)]
     assert after[1]["result"]["state"]["runs"][-1]["status"] == "completed"
