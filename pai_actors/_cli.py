@@ -148,7 +148,7 @@ def _actions(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from trio_websocket import HandshakeError
 
     from ._cli_actions import CommandError, list_actions, resolve
-    from ._client import AuthenticationFailed, ClientError
+    from ._client_errors import AuthenticationFailed, ClientError
 
     if not args.token:
         return _fail("no token: pass --token or set $PAI_TOKEN")

@@ -20,7 +20,8 @@ from pathlib import Path
 import trio
 
 from ._cli_actions import schema_summary
-from ._client import ClientThread, ThreadResynced, open_client
+from ._client import open_client
+from ._client_thread import ClientThread, ThreadResynced
 from ._create import counter_ids
 from ._parts import TextPart, ToolPart
 from ._server import open_server

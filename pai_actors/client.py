@@ -4,16 +4,16 @@ See ``docs/guides/client.md``. Every name here is re-exported from private modul
 """
 
 from ._client import CLIENT_MAX_FRAME_BYTES as CLIENT_MAX_FRAME_BYTES
-from ._client import AuthenticationFailed as AuthenticationFailed
 from ._client import Client as Client
-from ._client import ClientError as ClientError
-from ._client import ClientThread as ClientThread
-from ._client import ClientWatch as ClientWatch
-from ._client import ConnectionLost as ConnectionLost
 from ._client import FileDownload as FileDownload
-from ._client import ServerError as ServerError
-from ._client import ThreadResynced as ThreadResynced
 from ._client import open_client as open_client
+from ._client_errors import AuthenticationFailed as AuthenticationFailed
+from ._client_errors import ClientError as ClientError
+from ._client_errors import ConnectionLost as ConnectionLost
+from ._client_errors import ServerError as ServerError
+from ._client_thread import ClientThread as ClientThread
+from ._client_thread import ClientWatch as ClientWatch
+from ._client_thread import ThreadResynced as ThreadResynced
 from ._pending import PendingActionView as PendingActionView
 
 __all__ = [
