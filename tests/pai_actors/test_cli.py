@@ -53,32 +53,3 @@ def test_version_and_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
         main(["dance"])
     assert info.value.code == 2
     assert "invalid choice: 'dance'" in capsys.readouterr().err
-
-
-async def test_demo_approval_flow_suspends_rejects_then_resumes() -> None:
-    from pai_actors._approval_demo import run_approval_demo
-
-    lines: list[str] = []
-    statuses = await run_approval_demo(lines.append)
-    text = "\n".join(lines)
-    step_3 = text.index("4. A valid submission is accepted")
-    # live updates: progress, the suspension, the run waiting, before the approval
-    assert "[live] part tool-sendInvoice input-available data.progress: status={'step': " in text
-    assert "pendingSuspension='approval' suspensions: [approval pending]" in text[:step_3]
-    assert text.index("[live] run waiting") < step_3
-    assert "The pending action: 'sendInvoice.approval'" in text
-    assert "An invalid submission is rejected; the action stays pending" in text
-    assert "resume['approved']" in text
-    # the process stops; a new runtime on the same SQLite file finds the call waiting
-    assert "3. The process stops. Nothing runs now; the call waits in demo.db" in text
-    assert "lists the pending actions: [('sendInvoice.approval', 'call_1.1')]" in text
-    # after it: transient progress reaches the watcher only, then the output
-    assert "[live] transient data progress['upload'] = {'step': 'uploading 100%'}" in text[step_3:]
-    transcript = text[text.index("5. The transcript") :]
-    assert "uploading" not in transcript
-    assert (
-        "assistant: tool-sendInvoice output-available output={'sent': True, 'customer': 'ACME'}"
-        " data.progress: status={'step': 'sent'} suspensions: [approval submitted]" in transcript
-    )
-    assert '"toolCallId": "call_1"' in transcript
-    assert statuses == ["completed"]
