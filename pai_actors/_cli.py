@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 import sys
 from collections.abc import Sequence
 
@@ -139,6 +140,8 @@ def _serve(args: argparse.Namespace) -> int:
             raise _single(group) from None
     except ApplicationError as exc:
         return _fail(str(exc))
+    except sqlite3.Error as exc:
+        return _fail(f"cannot use the database {args.db!r}: {exc}; pass --db with a SQLite file")
     except OSError as exc:
         return _fail(f"cannot serve on {args.host}:{args.port}: {exc.strerror or exc}")
     return 0

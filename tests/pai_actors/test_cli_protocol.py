@@ -204,6 +204,15 @@ async def test_cancel_and_fail_from_the_inbox(
     assert capsys.readouterr().out.rstrip().endswith("fail: accepted")
 
 
+def test_a_file_that_is_not_a_database_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "notes.db"
+    path.write_text("{}")
+    assert main(["serve", "pai_actors.demo_app:factory", "--port", "0", "--db", str(path)]) == 1
+    assert "file is not a database" in capsys.readouterr().err
+
+
 def test_bad_input_exits_non_zero_with_a_clear_error(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -225,6 +234,9 @@ def test_bad_input_exits_non_zero_with_a_clear_error(
     assert "has no attribute 'nothing'" in capsys.readouterr().err
     assert main(["serve", "pai_actors.demo_app:TOKENS", "--port", "0"]) == 1
     assert "not a callable" in capsys.readouterr().err
+    db = ["--port", "0", "--db"]
+    assert main(["serve", "pai_actors.demo_app:factory", *db, "/nonexistent/dir/x.db"]) == 1
+    assert "cannot use the database '/nonexistent/dir/x.db'" in capsys.readouterr().err
     assert main(["serve", "pai_actors.demo_app:factory", "--port", "70000"]) == 1
     assert "--port 70000 is not a port" in capsys.readouterr().err
 
