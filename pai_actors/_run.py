@@ -290,6 +290,9 @@ async def _loop(
         stored = await read_step(rt, live, request, message_id, prepared.client_tools)
         live.stepping = False
         rt.message_index[message_id] = (live.thread_id, live.run_id)
+        if not stored and live.run.status == "completed":  # stored with its final answer
+            rt.notify()
+            return
         if not stored:
             # A notification (ctx.trigger) that arrived during this step was not in its
             # request: the run goes on to another step rather than leave it unanswered.

@@ -133,6 +133,9 @@ async def read_step(
     this step (``output-error``), invalid input (``output-error``), waiting for a client's
     output, or ``input-available`` and executing. If the stream fails, the calls still
     streaming end in ``output-error`` before the error propagates.
+
+    A step without tool calls is the run's final answer: unless a notification waits to be
+    answered, the run is stored ``completed`` in the same commit (and ``live.run`` updated).
     """
     accumulator = StepAccumulator()
     streamed: dict[str, StoredCall] = {}
@@ -214,11 +217,17 @@ async def read_step(
     message = Message(
         id=message_id, role="assistant", parts=(*text, *(to_part(r) for r, _ in started))
     )
+    completed = None
     async with rt.transaction() as tx:
         if appended:
             tx.replace_message(live.thread_id, message)
         else:
             tx.append_message(live.thread_id, message)
+        if not started and not rt.notified(live.thread_id):
+            # A final answer, and no notification arrived to answer next: the run is
+            # completed in the same commit (recovery would settle it so anyway; see
+            # ``AgentRuntime._load``), one commit fewer per run.
+            completed = tx.put_run(live.run.model_copy(update={"status": "completed"}))
         stored = [
             tx.put_call(
                 streamed[r.tool_call_id].model_copy(update={"record": r})
@@ -232,6 +241,8 @@ async def read_step(
             )
             for r, _ in started
         ]
+    if completed is not None:
+        live.run = completed  # only once committed
     return [
         StartedCall(call, tool_input) for call, (_, tool_input) in zip(stored, started, strict=True)
     ]

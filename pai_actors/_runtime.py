@@ -830,17 +830,8 @@ class AgentRuntime:
         """Start the actor of a run that is not alive, if its stored run is still active."""
         try:
             thread = await self.thread(thread_id)
-            run = await self.store.get_run(run_id)
-            if run is None or not run.active:
-                return
-            live = self._live_run(
-                thread,
-                run,
-                tuple(ClientTool(t.name, t.description, t.input_schema) for t in run.client_tools),
-            )
-            live.resume_message_id = message_id
-            # Read the run again (it may have been cancelled meanwhile) and start it with no
-            # await in between: the actor starts from the latest revision, or not at all.
+            # Read the run last and start it with no await in between: the actor starts
+            # from the latest revision (a cancellation meanwhile is seen), or not at all.
             run = await self.store.get_run(run_id)
             if (
                 run is None
@@ -851,7 +842,12 @@ class AgentRuntime:
                 or thread_id in self._threads
             ):
                 return
-            live.run = run
+            live = self._live_run(
+                thread,
+                run,
+                tuple(ClientTool(t.name, t.description, t.input_schema) for t in run.client_tools),
+            )
+            live.resume_message_id = message_id
             self._start(live)
         except Exception:  # the store failed: the stored intent stays for the next load
             _log.exception("activating run %r failed", run_id)
