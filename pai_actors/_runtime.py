@@ -339,6 +339,11 @@ class AgentRuntime:
         )
         async with self.transaction() as tx:
             tx.create_thread(thread)
+        # A thread this runtime created holds nothing to settle (it owns the store): it is
+        # loaded already, and its record is known.
+        self._thread_records[thread.thread_id] = thread
+        self._thread_agents[thread.thread_id] = agent_id
+        self._loaded[thread.thread_id] = True
         return thread.thread_id
 
     def notified(self, thread_id: str) -> bool:

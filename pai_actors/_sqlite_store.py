@@ -124,6 +124,11 @@ class SqliteStore:
             raise
         self._db: sqlite3.Connection | None = db
         self._batch: list[_Commit] | None = None  # the group commit being gathered
+        # The calls and runs of the last commits, by their stored JSON: reading one back
+        # returns the record written instead of parsing the text again. Records are
+        # immutable, and the Store protocol lets readers share them (MemoryStore always
+        # does); bounded, so memory does not grow with the number of conversations.
+        self._recent: dict[str, pydantic.BaseModel] = {}
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r}, durability={self.durability!r})"
@@ -205,12 +210,15 @@ class SqliteStore:
                 ) from exc
             try:
                 alone = len(group) == 1  # no savepoint needed: a conflict refuses it all
+                written: list[tuple[str, pydantic.BaseModel]] = []
                 for commit in group:
                     if not alone:
                         db.execute("SAVEPOINT one_commit")
+                    mark = len(written)
                     try:
-                        _apply(db, commit.writes)
+                        _apply(db, commit.writes, written)
                     except (StoreConflict, sqlite3.Error) as exc:
+                        del written[mark:]
                         db.execute("ROLLBACK" if alone else "ROLLBACK TO one_commit")
                         commit.error = (
                             StoreError(f"SQLite refused a commit to {self.path!r}: {exc}")
@@ -221,6 +229,7 @@ class SqliteStore:
                         db.execute("RELEASE one_commit")
                 if db.in_transaction:
                     db.execute("COMMIT")
+                self._remember(written)
             except BaseException as exc:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
@@ -235,6 +244,22 @@ class SqliteStore:
         finally:
             for commit in group:
                 commit.done.set()
+
+    def _remember(self, written: list[tuple[str, pydantic.BaseModel]]) -> None:
+        recent = self._recent
+        for text, record in written:
+            recent[text] = record
+        excess = len(recent) - _RECENT
+        if excess > 0:
+            for text in list(itertools.islice(recent, excess)):
+                del recent[text]
+
+    def _load(self, model: type[R], text: str) -> R:
+        """The record ``text`` holds: the one written, when it is among the recent ones."""
+        found = self._recent.get(text)
+        if found is not None and type(found) is model:
+            return found  # an instance of model: checked just above
+        return _load(model, text)
 
     # Reads: one checkpoint, then one statement (a snapshot of the last commit).
 
@@ -270,18 +295,18 @@ class SqliteStore:
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         rows = await self._rows("SELECT json FROM runs WHERE run_id = ?", run_id)
-        return _load(RunRecord, rows[0][0]) if rows else None
+        return self._load(RunRecord, rows[0][0]) if rows else None
 
     async def list_runs(self, thread_id: str) -> list[RunRecord]:
         rows = await self._rows("SELECT json FROM runs WHERE thread_id = ? ORDER BY seq", thread_id)
-        return [_load(RunRecord, row[0]) for row in rows]
+        return [self._load(RunRecord, row[0]) for row in rows]
 
     async def get_active_run(self, thread_id: str) -> RunRecord | None:
         rows = await self._rows(
             "SELECT json FROM runs WHERE thread_id = ? AND active = 1 ORDER BY seq LIMIT 1",
             thread_id,
         )
-        return _load(RunRecord, rows[0][0]) if rows else None
+        return self._load(RunRecord, rows[0][0]) if rows else None
 
     async def get_call(self, thread_id: str, tool_call_id: str) -> StoredCall | None:
         rows = await self._rows(
@@ -289,13 +314,13 @@ class SqliteStore:
             thread_id,
             tool_call_id,
         )
-        return _load(StoredCall, rows[0][0]) if rows else None
+        return self._load(StoredCall, rows[0][0]) if rows else None
 
     async def list_calls(self, thread_id: str) -> list[StoredCall]:
         rows = await self._rows(
             "SELECT json FROM calls WHERE thread_id = ? ORDER BY seq", thread_id
         )
-        return [_load(StoredCall, row[0]) for row in rows]
+        return [self._load(StoredCall, row[0]) for row in rows]
 
     async def get_pending_action(self, thread_id: str, action_id: str) -> OpenAction | None:
         for action in await self.list_pending_actions(thread_id):
@@ -307,7 +332,7 @@ class SqliteStore:
         rows = await self._rows(
             "SELECT json FROM calls WHERE thread_id = ? AND open = 1 ORDER BY seq", thread_id
         )
-        return [action for row in rows for action in open_actions(_load(StoredCall, row[0]))]
+        return [action for row in rows for action in open_actions(self._load(StoredCall, row[0]))]
 
     async def list_scope_pending_actions(self, scope_key: str) -> list[OpenAction]:
         rows = await self._rows(
@@ -315,14 +340,19 @@ class SqliteStore:
             " WHERE t.scope_key = ? AND c.open = 1 ORDER BY t.seq, c.seq",
             scope_key,
         )
-        return [action for row in rows for action in open_actions(_load(StoredCall, row[0]))]
+        return [action for row in rows for action in open_actions(self._load(StoredCall, row[0]))]
 
     async def list_tool_data(
         self, thread_id: str, tool_call_id: str, channel: str
     ) -> list[ToolDataItem]:
-        call = await self.get_call(thread_id, tool_call_id)  # parsed afresh: nothing shared
-        if call is None:
+        rows = await self._rows(
+            "SELECT json FROM calls WHERE thread_id = ? AND tool_call_id = ?",
+            thread_id,
+            tool_call_id,
+        )
+        if not rows:
             return []
+        call = _load(StoredCall, rows[0][0])  # parsed afresh: nothing shared
         return [
             ToolDataItem(id=item.id, value=item.value, updated_at=item.updated_at)
             for item in call.record.data.get(channel, ())
@@ -377,6 +407,9 @@ def _message_json(message: Message) -> str:
     return json.dumps(wire)
 
 
+_RECENT = 256
+"""How many written calls and runs a :class:`SqliteStore` keeps to answer reads with."""
+
 _INSERT_PART = (
     "INSERT INTO parts (thread_id, message_id, key, position, json) VALUES (?, ?, ?, ?, ?)"
     " ON CONFLICT DO UPDATE SET json = excluded.json"
@@ -394,9 +427,14 @@ class _Commit:
         self.done = trio.Event()
 
 
-def _apply(db: sqlite3.Connection, writes: Sequence[Write]) -> None:
+def _apply(
+    db: sqlite3.Connection,
+    writes: Sequence[Write],
+    written: list[tuple[str, pydantic.BaseModel]],
+) -> None:
     """Apply ``writes`` in order inside the open transaction; :class:`StoreConflict` for the
-    first that conflicts (the caller rolls back). The checks and messages are MemoryStore's."""
+    first that conflicts (the caller rolls back). The checks and messages are MemoryStore's.
+    Appends each call and run written, with its JSON, to ``written``."""
     known: set[str] = set()  # threads seen to exist in this transaction (never deleted)
 
     def need_thread(thread_id: str, key: str) -> None:
@@ -425,7 +463,9 @@ def _apply(db: sqlite3.Connection, writes: Sequence[Write]) -> None:
                 (call.thread_id, call.tool_call_id),
             ).fetchone()
             _check_revision(None if found is None else found[0], call.revision, key)
-            values = (int(bool(open_actions(stored))), stored.model_dump_json())
+            text = stored.model_dump_json()
+            written.append((text, stored))
+            values = (int(bool(open_actions(stored))), text)
             if found is None:
                 db.execute(
                     "INSERT INTO calls (thread_id, tool_call_id, seq, revision, open, json)"
@@ -497,7 +537,7 @@ def _apply(db: sqlite3.Connection, writes: Sequence[Write]) -> None:
             )
             db.executemany(_INSERT_PART, _part_rows(write.thread_id, message))
         elif isinstance(write, PutRun):
-            _put_run(db, write, need_thread)
+            written.append(_put_run(db, write, need_thread))
         elif isinstance(write, SaveFile):
             file = write.file
             key = f"file {file.file_id!r}"
@@ -513,7 +553,7 @@ def _apply(db: sqlite3.Connection, writes: Sequence[Write]) -> None:
 
 def _put_run(
     db: sqlite3.Connection, write: PutRun, need_thread: Callable[[str, str], None]
-) -> None:
+) -> tuple[str, RunRecord]:
     run, stored = write.run, write.stored
     key = f"run {run.run_id!r}"
     found = db.execute(
@@ -537,23 +577,19 @@ def _put_run(
                 f"({_load(RunRecord, other[1]).status}); a thread has one run at a time, end "
                 "that one first",
             )
+    text = stored.model_dump_json()
     if found is None:
         db.execute(
             "INSERT INTO runs (run_id, thread_id, seq, revision, active, json) VALUES (?1, ?2,"
             " (SELECT coalesce(max(seq), 0) + 1 FROM runs WHERE thread_id = ?2), ?3, ?4, ?5)",
-            (
-                run.run_id,
-                run.thread_id,
-                stored.revision,
-                int(stored.active),
-                stored.model_dump_json(),
-            ),
+            (run.run_id, run.thread_id, stored.revision, int(stored.active), text),
         )
     else:
         db.execute(
             "UPDATE runs SET revision = ?, active = ?, json = ? WHERE run_id = ?",
-            (stored.revision, int(stored.active), stored.model_dump_json(), run.run_id),
+            (stored.revision, int(stored.active), text, run.run_id),
         )
+    return text, stored
 
 
 def _check_revision(stored: int | None, revision: int, key: str) -> None:
