@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import reprlib
 from collections.abc import Mapping
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
@@ -57,11 +57,68 @@ def to_json_value(value: object, *, what: str = "value") -> JsonValue:
     The input is not modified; the result shares no containers with it.
     """
     try:
+        plain: JsonValue = _plain(value, 0)
+        return plain
+    except (_NotPlain, RecursionError):
+        pass
+    try:
         return _convert(value, what, (), set())
     except RecursionError:
         raise OutputNotJSON(
             what, (), "is nested too deeply to convert; flatten it or store it in parts"
         ) from None
+
+
+class _NotPlain(Exception):
+    """``value`` is not plain JSON: convert it (or say why it cannot be) the long way."""
+
+
+_PLAIN_DEPTH = 64
+
+
+def _plain(value: Any, depth: int) -> Any:
+    # The fast path, for what nearly every value is: exact ``dict``/``list``/``str``/``int``/
+    # ``float``/``bool``/``None``, ASCII or valid UTF-8 text, safe integers, finite floats,
+    # at most ``_PLAIN_DEPTH`` deep (so cycles and deep values take the long way too). It
+    # copies the containers, tracks no path and no cycle; anything else raises
+    # ``_NotPlain`` and ``_convert`` does it all again, so the result, or the error, is
+    # ``_convert``'s exactly. (``value`` is ``Any``: ``kind is`` narrows it, mypy does not.)
+    kind = type(value)
+    if kind is str:
+        if not value.isascii():
+            _plain_text(value)
+        return value
+    if kind is dict:
+        if depth == _PLAIN_DEPTH:
+            raise _NotPlain
+        result: dict[str, JsonValue] = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NotPlain
+            if not key.isascii():
+                _plain_text(key)
+            result[key] = _plain(item, depth + 1)
+        return result
+    if kind is int:
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return value
+        raise _NotPlain
+    if value is None or kind is bool:
+        return value
+    if kind is list:
+        if depth == _PLAIN_DEPTH:
+            raise _NotPlain
+        return [_plain(item, depth + 1) for item in value]
+    if kind is float and math.isfinite(value):
+        return value
+    raise _NotPlain
+
+
+def _plain_text(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _NotPlain from None
 
 
 def _convert(value: object, what: str, loc: Loc, active: set[int]) -> JsonValue:

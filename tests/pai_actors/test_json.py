@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from pai_actors import MAX_SAFE_INTEGER, OutputNotJSON, to_json_value
+from pai_actors import MAX_SAFE_INTEGER, OutputNotJSON, _json, to_json_value
 
 json_scalars = (
     st.none()
@@ -268,3 +268,56 @@ def test_what_names_the_root_and_loc_locates_the_part() -> None:
 def test_the_default_root_is_value() -> None:
     with pytest.raises(OutputNotJSON, match=r"^value\['x'\] is nan"):
         to_json_value({"x": math.nan})
+
+
+# The fast path (``_plain``) against the long way (``_convert``): the same result, or the same
+# error, for anything, including what only the long way handles.
+
+_any_text = st.text(st.characters(codec=None, exclude_categories=()))
+_awkward_scalars = (
+    json_scalars
+    | _any_text
+    | st.integers()
+    | st.floats()
+    | st.sampled_from([b"x", {1}, object(), MAX_SAFE_INTEGER + 1, -MAX_SAFE_INTEGER - 1])
+)
+_awkward_values = st.recursive(
+    _awkward_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(_any_text, inner, max_size=4)
+        | st.dictionaries(st.integers(), inner, min_size=1, max_size=2)
+        | st.dictionaries(_any_text, inner, max_size=2).map(MappingProxyType)
+    ),
+    max_leaves=20,
+)
+
+
+def _the_long_way(value: object) -> object:
+    try:
+        return ("value", _json._convert(value, "output", (), set()))
+    except OutputNotJSON as exc:
+        return ("error", str(exc), exc.loc)
+
+
+def _the_public_way(value: object) -> object:
+    try:
+        return ("value", to_json_value(value, what="output"))
+    except OutputNotJSON as exc:
+        return ("error", str(exc), exc.loc)
+
+
+@given(_awkward_values)
+def test_the_fast_path_agrees_with_the_long_way(value: Any) -> None:
+    assert repr(_the_public_way(value)) == repr(_the_long_way(value))
+
+
+def test_deep_values_and_cycles_take_the_long_way() -> None:
+    deep: Any = 1
+    for _ in range(200):
+        deep = {"d": [deep]}
+    assert to_json_value(deep) == deep
+    looped: dict[str, Any] = {}
+    looped["self"] = [looped]
+    assert _message(looped) == "output['self'][0] contains itself (a cycle); JSON values are trees"
