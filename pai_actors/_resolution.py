@@ -17,8 +17,9 @@ from ._actions import ActionResult, PendingActionRef
 from ._call_record import CallRecord, CallSpec
 from ._calls import Submission
 from ._errors import StoreConflict
-from ._records import StoredCall
-from ._run_io import write_call
+from ._records import RunRecord, StoredCall
+from ._run import resumable
+from ._run_io import stage_call, write_call
 
 if TYPE_CHECKING:
     from ._runtime import AgentRuntime
@@ -59,11 +60,29 @@ async def resolve(
                 "longer be resolved"
             )
         try:
-            stored = await write_call(rt, call, outcome.record)
+            stored = await _write(rt, call, outcome.record, run)
         except StoreConflict:  # resolved or changed meanwhile: judge it again
             continue
         await _wake(rt, stored)
         return outcome.result
+
+
+async def _write(
+    rt: AgentRuntime, call: StoredCall, record: CallRecord, run: RunRecord
+) -> StoredCall:
+    """Write the judged call and its part; when the submission makes the call resumable
+    and the run is passivated (``waiting``, no actor alive or starting), record the run
+    ``running`` in the same commit, the status its actor would write first on activation.
+
+    Safe across a crash for the same reason the actor's own write is: a ``running`` run
+    with a resumable call and no actor is activated on the next load.
+    """
+    if not (run.status == "waiting" and resumable(record) and rt.passivated(run.run_id)):
+        return await write_call(rt, call, record)
+    async with rt.transaction() as tx:
+        stored = stage_call(tx, call, record)
+        tx.put_run(run.model_copy(update={"status": "running"}))
+    return stored
 
 
 async def _wake(rt: AgentRuntime, call: StoredCall) -> None:

@@ -241,6 +241,12 @@ class AgentRuntime:
         """The run's in-memory handle, while its actor is alive."""
         return self._runs.get(run_id)
 
+    def passivated(self, run_id: str) -> bool:
+        """Whether no actor runs ``run_id``, none is starting and no cancellation is at it."""
+        return not (
+            run_id in self._runs or run_id in self._activating or run_id in self._cancelling
+        )
+
     def is_cancelling(self, run_id: str) -> bool:
         """Whether ``cancel_run`` is cancelling the run (alive or not)."""
         live = self._runs.get(run_id)

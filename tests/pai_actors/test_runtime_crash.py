@@ -141,6 +141,8 @@ async def test_an_accepted_submission_whose_resume_never_started_is_resumed(
             [action] = await rt.pending_actions(thread_id)
             assert (await action.submit({"approved": True})).status == "accepted"
             after_crash = crashed(store)  # dies before the run's actor looked at it
+        # The submission recorded the passivated run running in its own commit.
+        assert [r.status for r in await after_crash.list_runs(thread_id)] == ["running"]
         model = ScriptedModel([text("done")])
         async with create_test_runtime(agent, model=model, store=after_crash) as rt:
             await rt.wait_idle(thread_id)
