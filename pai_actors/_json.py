@@ -57,9 +57,9 @@ def to_json_value(value: object, *, what: str = "value") -> JsonValue:
     The input is not modified; the result shares no containers with it.
     """
     try:
-        plain: JsonValue = _plain(value, 0)
+        plain: JsonValue = plain_json(value)
         return plain
-    except (_NotPlain, RecursionError):
+    except (NotPlain, RecursionError):
         pass
     try:
         return _convert(value, what, (), set())
@@ -69,56 +69,59 @@ def to_json_value(value: object, *, what: str = "value") -> JsonValue:
         ) from None
 
 
-class _NotPlain(Exception):
-    """``value`` is not plain JSON: convert it (or say why it cannot be) the long way."""
+class NotPlain(Exception):
+    """A value is not plain JSON (see :func:`plain_json`): take the long way."""
 
 
 _PLAIN_DEPTH = 64
 
 
-def _plain(value: Any, depth: int) -> Any:
-    # The fast path, for what nearly every value is: exact ``dict``/``list``/``str``/``int``/
-    # ``float``/``bool``/``None``, ASCII or valid UTF-8 text, safe integers, finite floats,
-    # at most ``_PLAIN_DEPTH`` deep (so cycles and deep values take the long way too). It
-    # copies the containers, tracks no path and no cycle; anything else raises
-    # ``_NotPlain`` and ``_convert`` does it all again, so the result, or the error, is
-    # ``_convert``'s exactly. (``value`` is ``Any``: ``kind is`` narrows it, mypy does not.)
+def plain_json(value: Any, depth: int = 0) -> Any:
+    """``to_json_value(value)`` for what nearly every value is, or raise :class:`NotPlain`.
+
+    Plain JSON: exact ``dict``/``list``/``str``/``int``/``float``/``bool``/``None``, valid
+    Unicode text, safe integers, finite floats, at most ``_PLAIN_DEPTH`` deep (so cycles and
+    deep values take the long way too). The containers are copied; no path and no cycle is
+    tracked. For anything else ``to_json_value`` does it all again with ``_convert``, so its
+    result, or its error, is ``_convert``'s exactly.
+    """
+    # ``value`` is ``Any``: ``kind is ...`` narrows it, mypy does not.
     kind = type(value)
     if kind is str:
         if not value.isascii():
-            _plain_text(value)
+            _check_plain_text(value)
         return value
     if kind is dict:
         if depth == _PLAIN_DEPTH:
-            raise _NotPlain
+            raise NotPlain
         result: dict[str, JsonValue] = {}
         for key, item in value.items():
             if type(key) is not str:
-                raise _NotPlain
+                raise NotPlain
             if not key.isascii():
-                _plain_text(key)
-            result[key] = _plain(item, depth + 1)
+                _check_plain_text(key)
+            result[key] = plain_json(item, depth + 1)
         return result
     if kind is int:
         if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
             return value
-        raise _NotPlain
+        raise NotPlain
     if value is None or kind is bool:
         return value
     if kind is list:
         if depth == _PLAIN_DEPTH:
-            raise _NotPlain
-        return [_plain(item, depth + 1) for item in value]
+            raise NotPlain
+        return [plain_json(item, depth + 1) for item in value]
     if kind is float and math.isfinite(value):
         return value
-    raise _NotPlain
+    raise NotPlain
 
 
-def _plain_text(text: str) -> None:
+def _check_plain_text(text: str) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise _NotPlain from None
+        raise NotPlain from None
 
 
 def _convert(value: object, what: str, loc: Loc, active: set[int]) -> JsonValue:

@@ -15,7 +15,9 @@ through the private mirror ``_CallShape`` below.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from datetime import datetime
+from types import MappingProxyType
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, GetCoreSchemaHandler
 from pydantic_core import core_schema
@@ -31,7 +33,7 @@ from ._call_record import (
     Finish,
     Phase,
 )
-from ._json import JsonValue
+from ._json import JsonValue, NotPlain, plain_json
 from ._state import RunState, RunStatus
 from ._tool import frozen_mapping
 from ._wire import Json
@@ -195,7 +197,146 @@ def _validate_call(value: Any) -> CallRecord:
 
 
 def _serialize_call(record: CallRecord) -> dict[str, Any]:
-    return _CallShape.of(record).model_dump(mode="json")
+    try:
+        return _dump_call(record)
+    except (NotPlain, RecursionError):
+        return _CallShape.of(record).model_dump(mode="json")
+
+
+# The fast dump: what ``_CallShape.of(record).model_dump(mode="json")`` writes, built from the
+# record's fields directly (~4x cheaper: no validation of the whole record against its
+# mirror). It vouches only for records whose every value is already exactly what the shape
+# holds (exact types, known literals, plain JSON, datetimes with whole-minute offsets); for
+# anything else it raises ``NotPlain`` and the shape does it all, so the JSON written, or
+# the error raised, is the shape's exactly (a property test checks both).
+
+_PHASES = frozenset(get_args(Phase))
+_FINISHES = frozenset(get_args(Finish))
+_EPISODE_STATES = frozenset(get_args(EpisodeState))
+_MAPPINGS = (MappingProxyType, dict)
+
+
+def _dump_call(record: CallRecord) -> dict[str, Any]:
+    if type(record) is not CallRecord or type(record.version) is not int or record.version != 1:
+        raise NotPlain
+    approval, cancelled, data = record.approval, record.cancelled, record.data
+    if type(data) not in _MAPPINGS:
+        raise NotPlain
+    return {
+        "version": 1,
+        "name": _text(record.name),
+        "tool_call_id": _text(record.tool_call_id),
+        "dynamic": _flag(record.dynamic),
+        "phase": _among(record.phase, _PHASES),
+        "input_text": _text(record.input_text),
+        "input": plain_json(record.input),
+        "raw_input": plain_json(record.raw_input),
+        "finish": None if record.finish is None else _among(record.finish, _FINISHES),
+        "output": plain_json(record.output),
+        "error_text": _text_or_none(record.error_text),
+        "episodes": [_dump_episode(e) for e in _tuple(record.episodes)],
+        "output_action": None
+        if record.output_action is None
+        else _among(record.output_action, _EPISODE_STATES),
+        "approval": None if approval is None else _dump_approval(approval),
+        "entry_started": _flag(record.entry_started),
+        "cancelled": None if cancelled is None else _dump_cancellation(cancelled),
+        "data": {
+            _text(channel): [_dump_item(item) for item in _tuple(items)]
+            for channel, items in data.items()
+        },
+        "observed": _flag(record.observed),
+    }
+
+
+def _dump_episode(episode: Episode) -> dict[str, Any]:
+    if type(episode) is not Episode:
+        raise NotPlain
+    return {
+        "action_id": _text(episode.action_id),
+        "name": _text(episode.name),
+        "input": plain_json(episode.input),
+        "suspended_at": _instant(episode.suspended_at),
+        "state": _among(episode.state, _EPISODE_STATES),
+        "resolved_at": _instant_or_none(episode.resolved_at),
+        "resume": plain_json(episode.resume),
+    }
+
+
+def _dump_item(item: DataItem) -> dict[str, Any]:
+    if type(item) is not DataItem:
+        raise NotPlain
+    return {
+        "id": _text(item.id),
+        "value": plain_json(item.value),
+        "updated_at": _instant(item.updated_at),
+    }
+
+
+def _dump_approval(approval: Approval) -> dict[str, Any]:
+    if type(approval) is not Approval or not (
+        approval.approved is None or type(approval.approved) is bool
+    ):
+        raise NotPlain
+    return {
+        "id": _text(approval.id),
+        "requested_at": _instant(approval.requested_at),
+        "state": _among(approval.state, _EPISODE_STATES),
+        "approved": approval.approved,
+        "reason": _text_or_none(approval.reason),
+        "resolved_at": _instant_or_none(approval.resolved_at),
+    }
+
+
+def _dump_cancellation(cancelled: Cancellation) -> dict[str, Any]:
+    if type(cancelled) is not Cancellation:
+        raise NotPlain
+    return {"reason": _text_or_none(cancelled.reason), "at": _instant(cancelled.at)}
+
+
+def _text(value: str) -> str:
+    if type(value) is not str:
+        raise NotPlain
+    return value
+
+
+def _text_or_none(value: str | None) -> str | None:
+    if value is not None and type(value) is not str:
+        raise NotPlain
+    return value
+
+
+def _flag(value: bool) -> bool:
+    if type(value) is not bool:
+        raise NotPlain
+    return value
+
+
+def _among(value: str, allowed: frozenset[str]) -> str:
+    if type(value) is not str or value not in allowed:
+        raise NotPlain
+    return value
+
+
+def _tuple(value: tuple[Any, ...]) -> tuple[Any, ...]:
+    if type(value) is not tuple:
+        raise NotPlain
+    return value
+
+
+def _instant(at: datetime) -> str:
+    """``at`` as pydantic writes an ``AwareDatetime`` in JSON: ISO 8601, UTC as ``Z``.
+
+    Offsets that are not whole minutes (pydantic cuts them short) take the long way."""
+    offset = at.utcoffset() if type(at) is datetime else None
+    if offset is None or offset.microseconds or offset.seconds % 60:
+        raise NotPlain
+    text = at.isoformat()
+    return text if offset else text[:-6] + "Z"
+
+
+def _instant_or_none(at: datetime | None) -> str | None:
+    return None if at is None else _instant(at)
 
 
 class _CallRecordSchema:

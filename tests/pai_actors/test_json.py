@@ -270,7 +270,7 @@ def test_the_default_root_is_value() -> None:
         to_json_value({"x": math.nan})
 
 
-# The fast path (``_plain``) against the long way (``_convert``): the same result, or the same
+# The fast path (``plain_json``) against the long way (``_convert``): the same result, or the same
 # error, for anything, including what only the long way handles.
 
 _any_text = st.text(st.characters(codec=None, exclude_categories=()))

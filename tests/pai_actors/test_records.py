@@ -1,0 +1,222 @@
+"""The stored call: the fast dump of a ``CallRecord`` writes exactly what its shape writes."""
+
+from __future__ import annotations
+
+import enum
+import math
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import TypeAdapter
+
+from pai_actors import MAX_SAFE_INTEGER, StoredCall
+from pai_actors._call_record import Approval, CallRecord, Cancellation, DataItem, Episode
+from pai_actors._records import _CallShape, _dump_call, _serialize_call
+from pai_actors._tool import frozen_mapping
+
+
+class Color(enum.StrEnum):
+    RED = "red"
+    DONE = "done"  # a valid phase, but not a plain str
+
+
+def _the_shape_way(record: CallRecord) -> tuple[Any, ...]:
+    """What ``_serialize_call`` wrote before its fast path: the record through its mirror."""
+    try:
+        return ("dump", _CallShape.of(record).model_dump(mode="json"))
+    except Exception as exc:
+        return ("error", type(exc), str(exc))
+
+
+def _the_fast_way(record: CallRecord) -> tuple[Any, ...]:
+    try:
+        return ("dump", _serialize_call(record))
+    except Exception as exc:
+        return ("error", type(exc), str(exc))
+
+
+# Plain values, as the core writes them, and awkward ones only the shape judges.
+
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_awkward_json = _json | st.sampled_from(
+    [(1, 2), {"t": (1,)}, math.nan, {1: "x"}, {"big": MAX_SAFE_INTEGER + 1}, b"x", Color.RED]
+)
+_whole_minutes: st.SearchStrategy[Any] = st.sampled_from(
+    [
+        UTC,
+        timezone(timedelta(hours=5, minutes=30)),
+        timezone(timedelta(hours=-4)),
+        TypeAdapter(datetime).validate_python("2025-01-01T00:00:00Z").tzinfo,  # pydantic's TzInfo
+    ]
+)
+_odd_offsets = st.sampled_from(
+    [
+        timezone(timedelta(hours=-4, minutes=-59, seconds=-53)),
+        timezone(timedelta(seconds=-1)),
+        timezone(timedelta(microseconds=-1)),
+    ]
+)
+_instants = st.datetimes(
+    min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=_whole_minutes
+) | st.datetimes(min_value=datetime(1980, 1, 1), timezones=st.timezones())
+_awkward_instants = (
+    _instants
+    | st.datetimes(min_value=datetime(1, 1, 2), timezones=_odd_offsets)
+    | st.datetimes(timezones=st.timezones())  # zones' early local mean times: odd offsets
+    | st.datetimes(timezones=st.none())
+    | st.just("2025-01-01T00:00:00Z")
+)
+_text = st.text(max_size=4)
+_awkward_text = _text | st.just(Color.RED) | st.just(3)
+_states = st.sampled_from(["pending", "submitted", "cancelled", "failed"])
+_awkward_states = _states | st.just("done")
+
+
+def _records(odd: str | None = None) -> st.SearchStrategy[CallRecord]:
+    """Records as the core makes them; given ``odd``, with one awkward value at that slot."""
+
+    def slot(name: str, plain: st.SearchStrategy[Any], awkward: st.SearchStrategy[Any]) -> Any:
+        return awkward if name == odd else plain
+
+    flags = st.booleans() | st.just(1)
+    episode = st.builds(
+        Episode,
+        action_id=slot("episode.action_id", _text, _awkward_text),
+        name=_text,
+        input=slot("episode.input", _json, _awkward_json),
+        suspended_at=slot("episode.suspended_at", _instants, _awkward_instants),
+        state=slot("episode.state", _states, _awkward_states),
+        resolved_at=st.none() | slot("episode.resolved_at", _instants, _awkward_instants),
+        resume=slot("episode.resume", _json, _awkward_json),
+    )
+    item = st.builds(
+        DataItem,
+        id=_text,
+        value=slot("item.value", _json, _awkward_json),
+        updated_at=slot("item.updated_at", _instants, _awkward_instants),
+    )
+    episodes = st.lists(episode, min_size=1 if odd and "episode" in odd else 0, max_size=3)
+    data = st.dictionaries(
+        slot("data.channel", _text, _awkward_text),
+        st.lists(item, max_size=2).map(tuple),
+        min_size=1 if odd and ("item" in odd or "data" in odd) else 0,
+        max_size=2,
+    )
+    approval = st.builds(
+        Approval,
+        id=_text,
+        requested_at=slot("approval.requested_at", _instants, _awkward_instants),
+        state=_states,
+        approved=st.none() | slot("approval.approved", st.booleans(), flags),
+        reason=st.none() | slot("approval.reason", _text, _awkward_text),
+        resolved_at=st.none() | _instants,
+    )
+    cancelled = st.builds(
+        Cancellation,
+        reason=st.none() | _text,
+        at=slot("cancelled.at", _instants, _awkward_instants),
+    )
+    return st.builds(
+        CallRecord,
+        name=slot("name", _text, _awkward_text),
+        tool_call_id=_text,
+        dynamic=slot("dynamic", st.booleans(), flags),
+        phase=slot("phase", _phases, _phases | st.sampled_from(["waiting", Color.RED, Color.DONE])),
+        input_text=slot("input_text", _text, _awkward_text),
+        input=slot("input", _json, _awkward_json),
+        raw_input=_json,
+        finish=st.none() | slot("finish", _finishes, st.just("done")),
+        output=slot("output", _json, _awkward_json),
+        error_text=st.none() | slot("error_text", _text, _awkward_text),
+        episodes=slot("episodes", episodes.map(tuple), episodes),  # a list for a tuple
+        output_action=st.none() | slot("output_action", _states, _awkward_states),
+        approval=slot("approval", st.none() | approval, approval),
+        entry_started=st.booleans(),
+        cancelled=slot("cancelled", st.none() | cancelled, cancelled),
+        data=slot("data", data.map(frozen_mapping), data.map(dict) | data.map(list)),
+        observed=slot("observed", st.booleans(), flags),
+        version=slot("version", st.just(1), st.sampled_from([2, True, 1.0])),
+    )
+
+
+_ODD_SLOTS = [
+    "episode.action_id",
+    "episode.input",
+    "episode.suspended_at",
+    "episode.state",
+    "episode.resolved_at",
+    "episode.resume",
+    "item.value",
+    "item.updated_at",
+    "data.channel",
+    "approval.requested_at",
+    "approval.approved",
+    "approval.reason",
+    "cancelled.at",
+    "name",
+    "dynamic",
+    "phase",
+    "input_text",
+    "input",
+    "finish",
+    "output",
+    "error_text",
+    "episodes",
+    "output_action",
+    "approval",
+    "cancelled",
+    "data",
+    "observed",
+    "version",
+]
+_phases = st.sampled_from(
+    ["streaming", "awaiting_approval", "executing", "suspended", "awaiting_output", "done"]
+)
+_finishes = st.sampled_from(["output-available", "output-error", "output-denied"])
+
+
+@given(_records())
+def test_a_record_of_the_core_is_dumped_as_its_shape_dumps_it(record: CallRecord) -> None:
+    assert repr(_dump_call(record)) == repr(_the_shape_way(record)[1])  # the fast way, taken
+    stored = StoredCall(thread_id="t", run_id="r", message_id="m", record=record)
+    assert StoredCall.model_validate_json(stored.model_dump_json()).record == _roundtrip(record)
+
+
+@given(st.sampled_from(_ODD_SLOTS).flatmap(_records))
+def test_any_record_is_dumped_or_refused_as_its_shape_does(record: CallRecord) -> None:
+    assert repr(_the_fast_way(record)) == repr(_the_shape_way(record))
+
+
+def _roundtrip(record: CallRecord) -> CallRecord:
+    return _CallShape.model_validate(_CallShape.of(record).model_dump(mode="json")).record()
+
+
+@pytest.mark.parametrize(
+    ("at", "text"),
+    [
+        (datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC), "2025-01-02T03:04:05Z"),
+        (datetime(2025, 1, 2, 3, 4, 5, 120000, tzinfo=UTC), "2025-01-02T03:04:05.120000Z"),
+        (
+            datetime(2025, 1, 2, 3, 4, 5, 1, tzinfo=timezone(timedelta(hours=-5, minutes=-30))),
+            "2025-01-02T03:04:05.000001-05:30",
+        ),
+    ],
+)
+def test_instants_are_written_as_before(at: datetime, text: str) -> None:
+    record = CallRecord(name="n", tool_call_id="c", cancelled=Cancellation(None, at))
+    dumped: Any = _serialize_call(record)
+    assert dumped["cancelled"] == {"reason": None, "at": text}
+    assert repr(dumped) == repr(_the_shape_way(record)[1])
