@@ -13,12 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import trio
+
 from ._actions import ActionResult, PendingActionRef
 from ._call_record import CallRecord, CallSpec
 from ._calls import Submission
 from ._errors import StoreConflict
 from ._records import RunRecord, StoredCall
-from ._run import resumable
+from ._run import CLEANUP_SECONDS, resumable
 from ._run_io import stage_call, write_call
 
 if TYPE_CHECKING:
@@ -82,6 +84,9 @@ async def _write(
     async with rt.transaction() as tx:
         stored = stage_call(tx, call, record)
         tx.put_run(run.model_copy(update={"status": "running"}))
+    if rt.closing:  # its activation will not happen here: leave the run waiting, as found
+        with trio.move_on_after(CLEANUP_SECONDS, shield=True):
+            await rt.park(run.run_id)
     return stored
 
 
@@ -92,5 +97,5 @@ async def _wake(rt: AgentRuntime, call: StoredCall) -> None:
         rt.activate_soon(call)
         return
     live.changed = True
-    rt.notify()
+    rt.notify(live.thread_id)
     live.wake()

@@ -88,7 +88,7 @@ from ._watch import ToolDataUpdated
 if TYPE_CHECKING:
     from ._runtime import AgentRuntime
 
-_CLEANUP_SECONDS = 10.0
+CLEANUP_SECONDS = 10.0
 _log = logging.getLogger("pai_actors")
 
 
@@ -220,11 +220,11 @@ async def run_actor(rt: AgentRuntime, live: LiveRun, mailbox: Mailbox[RunMessage
                         controller.abort("the run failed")
                     live.scope.cancel()  # stop its calls; they are recorded below
         if failure is not None:
-            with trio.move_on_after(_CLEANUP_SECONDS, shield=True):
+            with trio.move_on_after(CLEANUP_SECONDS, shield=True):
                 await record_cancelled(rt, live.thread_id, live.run_id, "the run failed")
                 await _set_status(rt, live, "failed", error=failure)
         elif live.scope.cancelled_caught or live.cancelling:  # (cancelled while passivating)
-            with trio.move_on_after(_CLEANUP_SECONDS, shield=True):
+            with trio.move_on_after(CLEANUP_SECONDS, shield=True):
                 await record_cancelled(rt, live.thread_id, live.run_id, live.cancel_reason)
                 await _set_status(rt, live, "cancelled")
     except BaseException:
@@ -238,12 +238,12 @@ async def run_actor(rt: AgentRuntime, live: LiveRun, mailbox: Mailbox[RunMessage
         # not seen yet); one in the middle of a model step is cancelled unless a pending
         # call is kept.
         if live.cancelling:
-            with trio.move_on_after(_CLEANUP_SECONDS, shield=True):
+            with trio.move_on_after(CLEANUP_SECONDS, shield=True):
                 await record_cancelled(rt, live.thread_id, live.run_id, live.cancel_reason)
                 await _set_status(rt, live, "cancelled")
             raise
         parked = not live.stepping
-        with trio.move_on_after(_CLEANUP_SECONDS, shield=True):
+        with trio.move_on_after(CLEANUP_SECONDS, shield=True):
             pending = await record_cancelled(
                 rt,
                 live.thread_id,
@@ -273,40 +273,55 @@ async def _loop(
     ):
         return  # passivated
     while True:
-        live.stepping = True
-        await _set_status(rt, live, "running")
-        prepared = await prepare_tools(
-            agent,
-            runtime_context=live.runtime_context,
-            identity=live.identity,
-            client_data=live.client_data,
-            client_tools=live.client_tools,
-        )
-        messages = await rt.store.list_messages(thread.thread_id)
-        seen = {m.id for m in messages}
-        history = await model_messages(messages, agent.tools)
-        request = ModelRequest(agent.instructions, history, dict(prepared.tools))
-        message_id = rt.new_id("msg")
-        stored = await read_step(rt, live, request, message_id, prepared.client_tools)
-        live.stepping = False
-        rt.message_index[message_id] = (live.thread_id, live.run_id)
-        if not stored and live.run.status == "completed":  # stored with its final answer
-            rt.notify()
-            return
-        if not stored:
-            # A notification (ctx.trigger) that arrived during this step was not in its
-            # request: the run goes on to another step rather than leave it unanswered.
-            if rt.notified(thread.thread_id):  # only then can there be one it did not see
-                latest = await rt.store.list_messages(thread.thread_id)
-                if any(is_notification(m) and m.id not in seen for m in latest):
-                    continue
-            await _set_status(rt, live, "completed")
-            return
-        for call, tool_input in stored:
-            if call.record.phase == "executing":
-                _spawn_call(rt, live, calls, call, StartCall(tool_input))
+        message_id = await _step(rt, live, calls)
+        if message_id is None:
+            return  # completed
+        if not message_id:
+            continue  # a notification arrived during the step: another step answers it
         if not await _wait_calls(rt, live, calls, mailbox, message_id):
             return  # passivated
+
+
+async def _step(rt: AgentRuntime, live: LiveRun, calls: Supervisor) -> str | None:
+    """One model step: its request, its response stored, its calls spawned. Returns the
+    message id whose calls to wait on, ``None`` once the run completed, or ``""`` when it
+    must step again. (A function of its own so that the request, the history and the
+    prepared tools are garbage once the step is stored, not kept while the run waits.)"""
+    agent = live.agent
+    thread_id = live.thread_id
+    live.stepping = True
+    await _set_status(rt, live, "running")
+    prepared = await prepare_tools(
+        agent,
+        runtime_context=live.runtime_context,
+        identity=live.identity,
+        client_data=live.client_data,
+        client_tools=live.client_tools,
+    )
+    messages = await rt.store.list_messages(thread_id)
+    seen = {m.id for m in messages}
+    history = await model_messages(messages, agent.tools)
+    request = ModelRequest(agent.instructions, history, dict(prepared.tools))
+    message_id = rt.new_id("msg")
+    stored = await read_step(rt, live, request, message_id, prepared.client_tools)
+    live.stepping = False
+    rt.message_index[message_id] = (live.thread_id, live.run_id)
+    if not stored and live.run.status == "completed":  # stored with its final answer
+        rt.notify(live.thread_id)
+        return None
+    if not stored:
+        # A notification (ctx.trigger) that arrived during this step was not in its
+        # request: the run goes on to another step rather than leave it unanswered.
+        if rt.notified(thread_id):  # only then can there be one it did not see
+            latest = await rt.store.list_messages(thread_id)
+            if any(is_notification(m) and m.id not in seen for m in latest):
+                return ""
+        await _set_status(rt, live, "completed")
+        return None
+    for call, tool_input in stored:
+        if call.record.phase == "executing":
+            _spawn_call(rt, live, calls, call, StartCall(tool_input))
+    return message_id
 
 
 async def _wait_calls(
@@ -351,7 +366,7 @@ async def _wait_calls(
         elif live.active_calls > 0 and live.status == "waiting":  # a resume runs
             await _set_status(rt, live, "running")
         live.busy = False
-        rt.notify()
+        rt.notify(live.thread_id)
         await mailbox.receive()
 
 
@@ -364,7 +379,7 @@ async def _set_status(
         live.run = staged  # only once committed: a conflict leaves the old revision
     if status in ("running", "waiting"):
         live.status = status
-    rt.notify()
+    rt.notify(live.thread_id)
 
 
 async def record_cancelled(
@@ -470,7 +485,7 @@ def _spawn_call(
 
 async def _record_crash(rt: AgentRuntime, driver: _CallDriver, exc: Exception) -> None:
     """End a call whose actor failed unexpectedly in ``output-error`` (if it is unfinished)."""
-    with trio.move_on_after(_CLEANUP_SECONDS, shield=True):
+    with trio.move_on_after(CLEANUP_SECONDS, shield=True):
         try:
             call = await rt.store.get_call(driver.call.thread_id, driver.call.tool_call_id)
             if call is None:

@@ -177,13 +177,13 @@ async def read_step(
                         tx.put_tool_part(live.thread_id, message_id, to_part(record))
                     streamed[event.tool_call_id] = staged  # only once committed
                     appended = True
-                    rt.notify()
+                    rt.notify(live.thread_id)
                 elif isinstance(event, ToolInputDelta):
                     call = streamed[event.tool_call_id]
                     streamed[event.tool_call_id] = await write_call(
                         rt, call, input_delta(call.record, event.delta)
                     )
-                    rt.notify()
+                    rt.notify(live.thread_id)
         finally:
             aclose = getattr(events, "aclose", None)
             if aclose is not None:

@@ -29,6 +29,7 @@ longer active, is rejected.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from types import TracebackType
@@ -73,7 +74,7 @@ from ._prepare import check_client_tools
 from ._records import ClientToolRecord, RunRecord, StoredCall, StoredFileBody, ThreadRecord
 from ._registration import ClientTool, call_callback
 from ._resolution import resolve
-from ._run import LiveRun, record_cancelled, resumable, run_actor
+from ._run import CLEANUP_SECONDS, LiveRun, record_cancelled, resumable, run_actor
 from ._run_io import stage_call
 from ._state import RunStatus, ThreadState
 from ._store import Store, Transaction
@@ -139,11 +140,12 @@ class AgentRuntime:
         self._runs: dict[str, LiveRun] = {}
         self._threads: dict[str, LiveRun] = {}
         self._sending: set[str] = set()
-        self._changed = trio.Event()
+        self._idle_waits: dict[str, trio.Event] = {}  # thread_id -> what wait_idle waits on
         self._stack: AsyncExitStack | None = None
         self._root: Supervisor | None = None
         self._nursery: trio.Nursery | None = None
         self._activating: dict[str, str] = {}  # run_id -> thread_id
+        self._activating_threads: Counter[str] = Counter()  # the values of _activating
         self._cancelling: set[str] = set()  # runs cancel_run cancels while not alive
         self._continuations: set[str] = set()  # threads with a notification to answer
         self._continuing: set[str] = set()  # threads a continuation task is starting
@@ -170,13 +172,17 @@ class AgentRuntime:
         assert self._root is not None
         assert self._nursery is not None
         self.closing = True
+        unstarted = dict(self._activating)  # their activations are cancelled just below
         self._nursery.cancel_scope.cancel()
         for live in list(self._runs.values()):
             for controller in list(live.controllers):
                 controller.abort(None)
         self._root.cancel("the runtime is closing")
         try:
-            return await self._stack.__aexit__(exc_type, exc, tb)
+            result = await self._stack.__aexit__(exc_type, exc, tb)
+            with trio.move_on_after(CLEANUP_SECONDS, shield=True):
+                await self._park_unstarted(unstarted)
+            return result
         finally:
             self._hub.close()
             for close in self.on_close:
@@ -200,9 +206,11 @@ class AgentRuntime:
         """Send ``update`` (transient tool data) to the watchers connected now."""
         self._hub.publish((update,))
 
-    def notify(self) -> None:
-        self._changed.set()
-        self._changed = trio.Event()
+    def notify(self, thread_id: str) -> None:
+        """Wake the ``wait_idle`` calls of ``thread_id`` to look at it again."""
+        event = self._idle_waits.pop(thread_id, None)
+        if event is not None:
+            event.set()
 
     def _forget(self, live: LiveRun) -> None:
         self._runs.pop(live.run_id, None)
@@ -213,7 +221,7 @@ class AgentRuntime:
             self.activate_run_soon(live.thread_id, live.run_id, live.waiting_message_id)
         if live.thread_id in self._continuations:  # a notification came during the run
             self._continue_soon(live.thread_id)
-        self.notify()
+        self.notify(live.thread_id)
 
     def spec_for(self, call: StoredCall, agent: AgentDefinition) -> CallSpec | None:
         record = call.record
@@ -443,6 +451,24 @@ class AgentRuntime:
         self._loaded[thread_id] = True
         return thread
 
+    async def _park_unstarted(self, unstarted: Mapping[str, str]) -> None:
+        """Park the runs whose activation the close cut off before their actor started (an
+        actor that did start recorded its own status on the way out)."""
+        for run_id in unstarted:
+            await self.park(run_id)
+
+    async def park(self, run_id: str) -> None:
+        """Record ``run_id`` ``waiting`` if a submission recorded it ``running`` (see
+        ``_resolution``) and no actor will take it up: a closed runtime leaves no run said
+        to be running. (A stopped process leaves such runs ``running``; the next load
+        activates them all the same, as it does a ``waiting`` run's accepted submission.)"""
+        try:
+            run = await self.store.get_run(run_id)
+            if run is not None and run.status == "running":
+                await self._settle(run, "waiting")
+        except Exception:  # the store fails: the next load activates it anyway
+            _log.exception("recording run %r waiting at close failed", run_id)
+
     async def _settle(self, run: RunRecord, status: RunStatus) -> None:
         """Record the status an orphaned run is in (a stopped process could not)."""
         try:
@@ -450,7 +476,7 @@ class AgentRuntime:
                 tx.put_run(run.model_copy(update={"status": status}))
         except StoreConflict:  # changed meanwhile: someone else settled it
             pass
-        self.notify()
+        self.notify(run.thread_id)
 
     def _orphaned(self, run: RunRecord) -> bool:
         """Whether no actor of this runtime runs ``run`` or is about to (one runtime per
@@ -508,7 +534,7 @@ class AgentRuntime:
             or thread_id in self._threads
             or thread_id in self._sending
             or thread_id in self._continuing
-            or thread_id in self._activating.values()
+            or thread_id in self._activating_threads
         ):
             return
         self._continuing.add(thread_id)
@@ -540,7 +566,7 @@ class AgentRuntime:
         finally:
             self._sending.discard(thread_id)
             self._continuing.discard(thread_id)
-            self.notify()
+            self.notify(thread_id)
 
     async def send(
         self,
@@ -633,7 +659,7 @@ class AgentRuntime:
         while True:
             live = self._threads.get(thread_id)
             if (
-                thread_id not in self._activating.values() and thread_id not in self._continuing
+                thread_id not in self._activating_threads and thread_id not in self._continuing
             ) and (
                 live is None
                 or (
@@ -644,7 +670,10 @@ class AgentRuntime:
                 )
             ):
                 return
-            await self._changed.wait()
+            event = self._idle_waits.get(thread_id)
+            if event is None:
+                event = self._idle_waits[thread_id] = trio.Event()
+            await event.wait()
 
     async def get_state(self, thread_id: str) -> ThreadState:
         """The thread's messages and runs (:class:`MigrationRequired`: see :meth:`send`)."""
@@ -685,7 +714,7 @@ class AgentRuntime:
                 await record_cancelled(self, run.thread_id, run_id, reason)
                 async with self.transaction() as tx:
                     tx.put_run(run.model_copy(update={"status": "cancelled"}))
-                self.notify()
+                self.notify(run.thread_id)
         finally:
             self._cancelling.discard(run_id)
 
@@ -835,6 +864,7 @@ class AgentRuntime:
         ):
             return
         self._activating[run_id] = thread_id
+        self._activating_threads[thread_id] += 1
         self._nursery.start_soon(self._activate, thread_id, run_id, message_id)
 
     async def _activate(self, thread_id: str, run_id: str, message_id: str | None) -> None:
@@ -864,7 +894,10 @@ class AgentRuntime:
             _log.exception("activating run %r failed", run_id)
         finally:
             del self._activating[run_id]
-            self.notify()
+            self._activating_threads[thread_id] -= 1
+            if not self._activating_threads[thread_id]:
+                del self._activating_threads[thread_id]
+            self.notify(thread_id)
 
 
 def _interrupted(record: CallRecord) -> bool:

@@ -230,6 +230,9 @@ async def test_closing_while_a_submission_activates_its_run_loses_nothing(
                 outer.start_soon(submit)
                 for _ in range(k):
                     await trio.lowlevel.checkpoint()
+        # A closed runtime leaves no run recorded running (a submission records a
+        # passivated run running; its activation was cut off here).
+        assert [r.status for r in await store.list_runs(tid)] != ["running"]
         # A later runtime loading the thread activates the run and resumes the call.
         model = ScriptedModel([text("resumed")])
         async with create_test_runtime(agent, model=model, store=store.reopen()) as rt:
