@@ -24,8 +24,20 @@ costs tens of microseconds, less than a thread hop. Each method is one short SQL
 transaction between trio checkpoints, so it is atomic with respect to other tasks and to
 cancellation, as ``MemoryStore``'s are. The price: what SQLite waits for blocks the trio
 thread, namely the fsync of every commit under ``synchronous=FULL`` (0.15 to several
-milliseconds, by disk) and, under either setting, the WAL checkpoint SQLite runs in a commit
-every 1000 pages (a few milliseconds).
+milliseconds, by disk).
+
+WAL checkpoints (copying the log into the database file, with an fsync of each) are not the
+trio thread's: the store's connection has ``wal_autocheckpoint=0``, and a
+:class:`_Checkpointer` thread with its own connection runs ``wal_checkpoint(PASSIVE)`` when
+the store tells it enough rows changed. It never calls into trio and the store never waits
+for it (a PASSIVE checkpoint takes no lock a writer needs), so the clock rule above holds.
+The log restarts from its beginning only when a write begins with the log wholly copied;
+a checkpoint that overlaps the trio thread's next commit leaves it a few frames short, so
+the thread retries at once a few times, and past :data:`_WAL_LIMIT` rows the store copies
+the rest itself, after a commit, where no write of this process can overlap it (a few
+frames by then, since the thread copied the bulk): the log stays bounded whatever the
+timing. Neither ever waits for a reader, so a reader that holds an old snapshot keeps the
+log from restarting as it does with SQLite's own checkpoints, and never delays a commit.
 """
 
 from __future__ import annotations
@@ -34,6 +46,8 @@ import itertools
 import json
 import os
 import sqlite3
+import threading
+import weakref
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, Literal, TypeVar, assert_never
@@ -119,9 +133,20 @@ class SqliteStore:
             db.execute(f"PRAGMA synchronous = {_SYNCHRONOUS[durability]}")
             db.execute("PRAGMA foreign_keys = ON")
             migrate(db, self.path)
+            checkpointer = None
+            if mode == "wal":  # a second connection to ":memory:" would be another database
+                db.execute("PRAGMA wal_autocheckpoint = 0")  # the checkpointer's work
+                checkpointer = _Checkpointer(self.path, _SYNCHRONOUS[durability])
         except BaseException:
             db.close()
             raise
+        self._checkpointer = checkpointer
+        # Stops the thread once: at close(), when an unclosed store is collected, or at exit.
+        self._stop_checkpointer = (
+            None if checkpointer is None else weakref.finalize(self, checkpointer.stop)
+        )
+        self._checkpoint_at = _CHECKPOINT_ROWS  # db.total_changes at which to wake it next
+        self._copied_here = 0  # db.total_changes when this connection last copied the log
         self._db: sqlite3.Connection | None = db
         self._batch: list[_Commit] | None = None  # the group commit being gathered
         # The calls and runs of the last commits, by their stored JSON: reading one back
@@ -137,8 +162,10 @@ class SqliteStore:
         """Close the database; further calls raise :class:`~pai_actors.StoreError`.
         Closing twice is harmless."""
         db, self._db = self._db, None
+        if self._stop_checkpointer is not None:
+            self._stop_checkpointer()  # joins the thread; its connection is closed
         if db is not None:
-            db.close()
+            db.close()  # the last connection to the file copies the log and deletes it
 
     def __enter__(self) -> SqliteStore:
         return self
@@ -195,6 +222,11 @@ class SqliteStore:
             await trio.lowlevel.cancel_shielded_checkpoint()  # let this tick's writers join
             self._batch = None
             self._write(db, group)
+            checkpointer = self._checkpointer
+            if checkpointer is not None and (
+                checkpointer.tail_wanted or db.total_changes >= self._checkpoint_at
+            ):
+                self._checkpoint_due(db, checkpointer)
         if mine.error is not None:
             raise mine.error
 
@@ -244,6 +276,30 @@ class SqliteStore:
         finally:
             for commit in group:
                 commit.done.set()
+
+    def _checkpoint_due(self, db: sqlite3.Connection, checkpointer: _Checkpointer) -> None:
+        """Between two transactions: copy the log's last frames when the checkpointer asks
+        (it copied the rest), or when the log has not restarted for :data:`_WAL_LIMIT` rows
+        (the thread cannot keep up, or cannot run); every :data:`_CHECKPOINT_ROWS` rows,
+        wake the checkpointer. Copied here, no other write of this process can land during
+        the checkpoint, so the next commit restarts the log (unless a reader still uses it).
+        A PASSIVE checkpoint never waits: busy (the thread, or another process, is
+        checkpointing) or held back by a reader, it returns, and the next wake tries again."""
+        changes = db.total_changes
+        if (
+            checkpointer.tail_wanted
+            or changes - max(checkpointer.copied, self._copied_here) >= _WAL_LIMIT
+        ):
+            checkpointer.tail_wanted = False
+            try:
+                busy, frames, copied = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            except sqlite3.OperationalError:  # the commits are written: see _Checkpointer
+                busy = 1
+            if not busy and frames == copied:
+                self._copied_here = changes
+        if changes >= self._checkpoint_at:
+            self._checkpoint_at = changes + _CHECKPOINT_ROWS
+            checkpointer.wake(changes)
 
     def _remember(self, written: list[tuple[str, pydantic.BaseModel]]) -> None:
         recent = self._recent
@@ -414,6 +470,122 @@ _INSERT_PART = (
     "INSERT INTO parts (thread_id, message_id, key, position, json) VALUES (?, ?, ?, ?, ?)"
     " ON CONFLICT DO UPDATE SET json = excluded.json"
 )
+
+
+_CHECKPOINT_ROWS = 1000
+"""Rows a :class:`SqliteStore` changes between two wakes of its checkpointer: about 2,500 WAL
+pages (10 MB) in the W1 benchmark's small commits, fewer in large group commits, whose rows
+share pages. Every wake costs the store one short checkpoint of the log's tail, so fewer,
+larger wakes cost it less (400 rows measured slower); SQLite's own interval is 1,000
+pages."""
+
+_WAL_LIMIT = 2 * _CHECKPOINT_ROWS
+"""Rows changed since the log last restarted past which the store copies it itself."""
+
+_TAIL_FRAMES = 32
+"""Frames the commits may add during one of the checkpointer's passes for the store to copy
+the rest itself; more, and the thread runs another pass (up to :data:`_PASSES`)."""
+
+_PASSES = 5
+"""Checkpoint passes the thread runs in a row for one wake."""
+
+
+class _Checkpointer:
+    """A thread that copies a :class:`SqliteStore`'s WAL into its database file.
+
+    It owns a second connection to the file and runs ``PRAGMA wal_checkpoint(PASSIVE)`` (the
+    fsyncs of the log and of the database file with it) when :meth:`wake` tells it rows
+    changed. A pass copies the log as it was when the pass began; the commits that land
+    meanwhile are the next pass's, so it runs passes until one finds nothing new (``copied``
+    is then the ``total_changes`` of the store's connection at the wake: the next commit
+    restarts the log) or the commits added at most :data:`_TAIL_FRAMES` during one: it sets
+    ``tail_wanted``, and the store copies that tail itself after its next commit, where no
+    commit can land during the checkpoint.
+
+    Concurrency contract: :meth:`wake` and :meth:`stop` are called by the store's thread.
+    :meth:`wake` sets a :class:`threading.Event` and returns; a PASSIVE checkpoint takes no
+    lock a writer needs, so nothing the thread does makes the store wait, and the thread
+    never calls into trio. :meth:`stop` joins the thread (the pass in progress, if any,
+    finishes first), which closes its connection; it is idempotent. The attributes shared
+    with the store are single reads and writes; a lost update costs one missed tail, which
+    the store's :data:`_WAL_LIMIT` catches.
+
+    A checkpoint that fails (an I/O error, a full disk) is kept in ``error`` and tried again
+    at the next wake, as SQLite does with the checkpoints it runs itself: the commits it
+    follows are written, and a lasting fault surfaces in the next commit that meets it, as
+    that commit's :class:`~pai_actors.StoreError`.
+    """
+
+    def __init__(self, path: str, synchronous: str) -> None:
+        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute(f"PRAGMA synchronous = {synchronous}")
+        except BaseException:
+            db.close()
+            raise
+        self._db = db
+        self._wanted = 0  # total_changes of the store's connection at the last wake
+        self.copied = 0  # its total_changes when the whole log was last copied here
+        self.tail_wanted = False  # set here, cleared by the store once it copied the tail
+        self.wakes = 0  # wake() calls so far
+        self.handled = 0  # wake() calls the thread has answered (for tests: wait_handled)
+        self.error: sqlite3.OperationalError | None = None  # the last wake's, if it failed
+        self._stopping = False
+        self._woken = threading.Event()
+        self._passed = threading.Condition()
+        self._thread = threading.Thread(
+            target=self._run, name=f"pai_actors sqlite checkpointer {path}", daemon=True
+        )
+        self._thread.start()
+
+    def wake(self, changes: int) -> None:
+        self._wanted = changes
+        self.wakes += 1
+        self._woken.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._woken.set()
+        if threading.current_thread() is not self._thread:  # the collector may run it there
+            self._thread.join()
+
+    def wait_handled(self, timeout: float) -> bool:
+        """Wait until the thread has answered every :meth:`wake` so far (several wakes
+        during one of its checkpoints are answered by the next); for tests."""
+        with self._passed:
+            return self._passed.wait_for(lambda: self.handled >= self.wakes, timeout)
+
+    def _run(self) -> None:
+        try:
+            while True:
+                self._woken.wait()
+                self._woken.clear()
+                if self._stopping:
+                    return
+                wakes, wanted = self.wakes, self._wanted
+                try:
+                    self._copy(wanted)
+                except sqlite3.OperationalError as exc:
+                    self.error = exc
+                with self._passed:
+                    self.handled = wakes
+                    self._passed.notify_all()
+        finally:
+            self._db.close()
+
+    def _copy(self, wanted: int) -> None:
+        before = -1
+        for _ in range(_PASSES):
+            busy, frames, _copied = self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            if busy:  # another checkpoint is running: it copies what this one would
+                return
+            if frames <= before:  # nothing new since the last pass, or the log restarted
+                self.copied = wanted
+                return
+            if 0 <= before and frames - before <= _TAIL_FRAMES:
+                self.tail_wanted = True
+                return
+            before = frames
 
 
 class _Commit:
