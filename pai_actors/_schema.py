@@ -27,7 +27,7 @@ from ._errors import (
     ValidationIssue,
     format_path,
 )
-from ._json import JsonValue, to_json_value
+from ._json import JsonValue, NotPlain, plain_json, to_json_value
 
 SchemaMode: TypeAlias = Literal["validation", "serialization"]
 """Which JSON Schema pydantic generates for a type (the two differ for some types).
@@ -84,7 +84,11 @@ class Schema:
     @property
     def json_schema(self) -> dict[str, JsonValue]:
         """The JSON Schema (draft 2020-12) a model or client sees; a fresh copy each time."""
-        return copy.deepcopy(self._json_schema)
+        try:  # a model step copies each offered tool's schema: copy plain JSON the fast way
+            copied: dict[str, JsonValue] = plain_json(self._json_schema)
+        except (NotPlain, RecursionError):
+            return copy.deepcopy(self._json_schema)
+        return copied
 
     def parse(self, value: object, *, what: str = "value") -> Any:
         """Validate ``value`` and return it parsed, or raise :class:`ValidationFailed`.

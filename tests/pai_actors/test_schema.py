@@ -150,6 +150,10 @@ def test_json_schema_returns_a_copy() -> None:
     schema = compile_schema(Invoice)
     schema.json_schema["title"] = "changed"
     assert schema.json_schema["title"] == "Invoice"
+    copied: Any = schema.json_schema
+    copied["properties"]["changed"] = {}
+    assert "changed" not in schema.json_schema["properties"]  # type: ignore[operator]
+    assert schema.json_schema == Invoice.model_json_schema()
 
 
 def test_repr_names_the_type() -> None:
