@@ -20,6 +20,7 @@ are done, or marks itself ``waiting`` when none is running.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -166,6 +167,7 @@ class LiveRun:
     live_calls: set[str] = field(default_factory=set)
     resumes_started: set[str] = field(default_factory=set)
     controllers: set[AbortController] = field(default_factory=set)
+    handoff: tuple[StoredCall, CallRecord] | None = None
     cancel_reason: str | None = None
     runtime_context: Any = None
     context_resolved: bool = False
@@ -244,6 +246,9 @@ async def run_actor(rt: AgentRuntime, live: LiveRun, mailbox: Mailbox[RunMessage
             raise
         parked = not live.stepping
         with trio.move_on_after(CLEANUP_SECONDS, shield=True):
+            if live.handoff is not None:  # a suspension the run had yet to write: keep it
+                with contextlib.suppress(StoreConflict):  # (its commit landed after all)
+                    await _write_handoff(rt, live, live.handoff)
             pending = await record_cancelled(
                 rt,
                 live.thread_id,
@@ -344,9 +349,18 @@ async def _wait_calls(
     while True:
         live.busy = True
         live.changed = False
+        handoff = live.handoff  # cleared once written (a closing run writes it otherwise)
         run_calls = [
             c for c in await rt.store.list_calls(live.thread_id) if c.run_id == live.run_id
         ]
+        if handoff is not None:  # judge the run by the suspension, as it will be stored
+            record = handoff[1]
+            run_calls = [
+                c.model_copy(update={"record": record})
+                if c.record.tool_call_id == record.tool_call_id
+                else c
+                for c in run_calls
+            ]
         for call in run_calls:
             if call.record.tool_call_id in live.live_calls:
                 continue
@@ -357,24 +371,46 @@ async def _wait_calls(
         if live.active_calls == 0 and not live.changed:
             step_calls = [c for c in run_calls if c.message_id == message_id]
             if all(c.record.phase == "done" for c in step_calls):
+                if handoff is not None:  # (a call of an earlier message)
+                    await _write_handoff(rt, live, handoff)
                 return True
-            await _set_status(rt, live, "waiting")
+            await _set_status(rt, live, "waiting", handoff=handoff)
+            if handoff is not None:
+                live.handoff = handoff = None
             if live.active_calls == 0 and not live.changed:  # still: nothing to do but wait
                 live.passivated = True
                 live.waiting_message_id = message_id
                 return False
-        elif live.active_calls > 0 and live.status == "waiting":  # a resume runs
+        if handoff is not None:  # the run does not wait yet: the suspension is written alone
+            await _write_handoff(rt, live, handoff)
+        if live.active_calls > 0 and live.status == "waiting":  # a resume runs
             await _set_status(rt, live, "running")
         live.busy = False
         rt.notify(live.thread_id)
         await mailbox.receive()
 
 
-async def _set_status(
-    rt: AgentRuntime, live: LiveRun, status: RunStatus, *, error: str | None = None
+async def _write_handoff(
+    rt: AgentRuntime, live: LiveRun, handoff: tuple[StoredCall, CallRecord]
 ) -> None:
-    if live.run.status != status or live.run.error != error:
+    """Write a call's last record that its actor left to the run (see ``_CallDriver.run``)."""
+    await write_call(rt, *handoff)
+    live.handoff = None
+
+
+async def _set_status(
+    rt: AgentRuntime,
+    live: LiveRun,
+    status: RunStatus,
+    *,
+    error: str | None = None,
+    handoff: tuple[StoredCall, CallRecord] | None = None,
+) -> None:
+    """Record the run's ``status`` (and ``handoff``, a call's last write, with it)."""
+    if live.run.status != status or live.run.error != error or handoff is not None:
         async with rt.transaction() as tx:
+            if handoff is not None:
+                stage_call(tx, *handoff)
             staged = tx.put_run(live.run.model_copy(update={"status": status, "error": error}))
         live.run = staged  # only once committed: a conflict leaves the old revision
     if status in ("running", "waiting"):
@@ -548,6 +584,14 @@ class _CallDriver:
                 step = await self._execute(entry, spec, parsed, thread, started)
         except Exception as exc:
             step = finish_exception(self.record, await rt.error_text(exc, thread))
+        live = self.live
+        if step.record.phase == "suspended" and live.active_calls == 1 and live.handoff is None:
+            # The run's last live call stops at a suspension, so the run is about to wait:
+            # the run writes the suspension with its "waiting", in one commit (it writes it
+            # alone if it does not wait after all; a closing runtime's run keeps it).
+            live.handoff = (self.call, step.record)
+            live.changed = True  # look again before waiting or passivating
+            return
         await self.write(step.record)
         self.call = await observe_output(rt, self.live, self.call)
 

@@ -265,20 +265,17 @@ async def test_a_run_whose_final_answer_was_stored_is_not_asked_again(
     assert model.requests == []
 
 
-async def test_a_run_left_running_while_it_only_waits_is_settled_waiting(
+async def test_the_last_suspension_and_the_run_waiting_are_one_commit(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     resumed: list[str] = []
     agent = define_agent(name="a", tools={"ask": approval_tool(resumed, block=False)})
-    snapshots: list[MemoryStore] = []
+    commits: list[list[str]] = []
 
-    class Recording(MemoryStore):  # the state right after the call suspended
+    class Recording(MemoryStore):
         async def commit(self, writes: Any) -> None:
             await super().commit(writes)
-            for w in writes:
-                record = getattr(getattr(w, "stored", None), "record", None)
-                if record is not None and record.phase == "suspended":
-                    snapshots.append(crashed(self))
+            commits.append([type(w).__name__ for w in writes])
 
     store = Recording()
     with trio.fail_after(10):
@@ -287,8 +284,72 @@ async def test_a_run_left_running_while_it_only_waits_is_settled_waiting(
             thread_id = await rt.create_thread("s")
             await rt.send(thread_id, "go")
             await rt.wait_idle(thread_id)
-        after_crash = snapshots[0]
-        assert [r.status for r in await after_crash.list_runs(thread_id)] == ["running"]
+            # No process can stop between the two: the call is never stored suspended
+            # under a running run.
+            assert commits[-1] == ["PutCall", "PutToolPart", "PutRun"]
+            [run] = await store.list_runs(thread_id)
+            [call] = await store.list_calls(thread_id)
+            assert (run.status, call.record.phase) == ("waiting", "suspended")
+
+
+async def test_closing_before_the_run_wrote_the_last_suspension_keeps_it_pending(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    resumed: list[str] = []
+    agent = define_agent(name="a", tools={"ask": approval_tool(resumed, block=False)})
+    looks: list[str] = []
+    stalled = trio.Event()
+
+    class Stalling(MemoryStore):  # the run's second look never returns: the close cuts it
+        async def list_calls(self, thread_id: str) -> Any:
+            looks.append(thread_id)
+            if len(looks) == 2:  # after the call suspended, before the run wrote it
+                stalled.set()
+                await trio.sleep_forever()
+            return await super().list_calls(thread_id)
+
+    store = Stalling()
+    with trio.fail_after(10):
+        model = ScriptedModel([[tool_call("ask", {"job": "j"})]])
+        async with create_test_runtime(agent, model=model, store=store) as rt:
+            thread_id = await rt.create_thread("s")
+            await rt.send(thread_id, "go")
+            await stalled.wait()
+            assert [c.record.phase for c in await store.list_calls(thread_id)] == ["executing"]
+        # The closing run wrote the suspension it held before recording anything else.
+        [run] = await store.list_runs(thread_id)
+        [call] = await MemoryStore.list_calls(store, thread_id)
+        assert (run.status, call.record.phase) == ("waiting", "suspended")
+        model = ScriptedModel([text("done")])
+        async with create_test_runtime(agent, model=model, store=store.reopen()) as rt:
+            [action] = await rt.pending_actions(thread_id)
+            assert (await action.submit({"approved": True})).status == "accepted"
+            await rt.wait_idle(thread_id)
+            state = await rt.get_state(thread_id)
+    [part] = parts_of(state)
+    assert (part.state, part.output) == ("output-available", {"approved": True})
+    assert resumed == ["call_1"]
+
+
+async def test_a_run_left_running_while_it_only_waits_is_settled_waiting(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    resumed: list[str] = []
+    agent = define_agent(name="a", tools={"ask": approval_tool(resumed, block=False)})
+    store = MemoryStore()
+    with trio.fail_after(10):
+        model = ScriptedModel([[tool_call("ask", {"job": "j"})]])
+        async with create_test_runtime(agent, model=model, store=store) as rt:
+            thread_id = await rt.create_thread("s")
+            await rt.send(thread_id, "go")
+            await rt.wait_idle(thread_id)
+        # The state a process leaves when it stops after a call suspended but before its run
+        # was recorded waiting: a run of several calls, each suspension its own commit, or
+        # an older release, which wrote every suspension apart from the run's status.
+        after_crash = crashed(store)
+        [run] = await after_crash.list_runs(thread_id)
+        async with after_crash.transaction() as tx:
+            tx.put_run(run.model_copy(update={"status": "running"}))
         model = ScriptedModel([text("done")])
         async with create_test_runtime(agent, model=model, store=after_crash) as rt:
             assert [r.status for r in (await rt.get_state(thread_id)).runs] == ["waiting"]
