@@ -15,7 +15,7 @@ from ._errors import PaiError
 from ._files import DEFAULT_MAX_FILE_BYTES
 from ._memory_store import MemoryStore
 from ._model import Model
-from ._runtime import AgentRuntime, MapError
+from ._runtime import DEFAULT_MAX_ACTIVE_RUNS, AgentRuntime, MapError, check_max_active_runs
 from ._store import Store
 
 
@@ -43,6 +43,7 @@ def create_agent_runtime(
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     sync_tools: SyncTools = "thread",
     thread_limit: int = DEFAULT_THREAD_LIMIT,
+    max_active_runs: int | None = DEFAULT_MAX_ACTIVE_RUNS,
 ) -> AgentRuntime:
     """Create the runtime for an agent, or for every agent of a :class:`Pai`.
 
@@ -64,10 +65,19 @@ def create_agent_runtime(
     ``trio.testing.MockClock(autojump_threshold=0)`` needs (a worker thread's work is time the
     autojump clock does not see). Only ``execute`` moves; the other callbacks always run
     inline. See ``docs/guides/synchronous.md`` for what a blocking tool may call on ``ctx``
-    and what cancellation cannot interrupt. Misconfiguration raises
+    and what cancellation cannot interrupt.
+
+    ``max_active_runs`` (default 256) bounds the runs active at once: stepping, or running
+    their calls. A run past the limit (a new one from ``send``, or one a submission
+    resumes) is stored and waits, in order, for an active run to end or to passivate (a run
+    waiting only on pending actions holds no slot); ``wait_idle`` waits for it too. ``None``
+    removes the limit. A tool that blocks until another thread's run does something can
+    wait forever once every slot is held by such tools: raise the limit, or use ``None``.
+    Misconfiguration raises
     :class:`RuntimeConfigError` (or :class:`PaiError`) here, before anything runs.
     """
     blocking = BlockingTools(sync_tools, thread_limit)
+    check_max_active_runs(max_active_runs)
     bindings = check_runtime(agent_or_pai, capabilities=capabilities)
     if isinstance(agent_or_pai, Pai):
         if not agent_or_pai.agents:
@@ -94,4 +104,5 @@ def create_agent_runtime(
         bindings=bindings,
         max_file_bytes=max_file_bytes,
         blocking=blocking,
+        max_active_runs=max_active_runs,
     )

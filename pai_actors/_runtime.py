@@ -53,6 +53,7 @@ from ._errors import (
     FileNotFound,
     PaiError,
     RuntimeClosed,
+    RuntimeConfigError,
     StoreConflict,
     ThreadBusy,
     ThreadNotFound,
@@ -94,6 +95,24 @@ MapError = Callable[[Exception, ToolThread], Any]
 _RUN_MAILBOX = 1024
 _log = logging.getLogger("pai_actors")
 
+DEFAULT_MAX_ACTIVE_RUNS = 256
+"""How many runs a runtime keeps active (stepping, or running calls) at once by default.
+
+Beyond some hundreds in flight, more concurrency buys no throughput on one trio thread: the
+commits already share transactions, and every active run's tasks, frames and records are
+live objects that CPython's cyclic collector scans again and again (at 10,000 runs started
+at once it took half of the time). The runs past the limit wait, stored, for a slot."""
+
+
+def check_max_active_runs(value: int | None) -> int | None:
+    """``value`` if it is a valid ``max_active_runs`` (an int >= 1, or ``None``: no limit)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise RuntimeConfigError(
+            "max_active_runs must be an int >= 1 (runs active at once; the others wait for a "
+            f"slot) or None (no limit), got {value!r}"
+        )
+    return value
+
 
 class AgentRuntime:
     """Runs an agent's threads: ``async with create_agent_runtime(agent) as rt: ...``.
@@ -117,8 +136,10 @@ class AgentRuntime:
         bindings: Mapping[str, Binding] | None = None,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         blocking: BlockingTools | None = None,
+        max_active_runs: int | None = DEFAULT_MAX_ACTIVE_RUNS,
     ) -> None:
         self.agents = agents
+        self.max_active_runs = check_max_active_runs(max_active_runs)
         # where plain def executes run (a worker thread or inline) and their limiter
         self.blocking = blocking if blocking is not None else BlockingTools()
         self.bindings: Mapping[str, Binding] = dict(bindings or {})
@@ -146,6 +167,9 @@ class AgentRuntime:
         self._nursery: trio.Nursery | None = None
         self._activating: dict[str, str] = {}  # run_id -> thread_id
         self._activating_threads: Counter[str] = Counter()  # the values of _activating
+        self._starting = 0  # _activate tasks in flight (each holds a slot of max_active_runs)
+        # activations waiting for a slot, in order: run_id -> (thread_id, message_id)
+        self._queued: dict[str, tuple[str, str | None]] = {}
         self._cancelling: set[str] = set()  # runs cancel_run cancels while not alive
         self._continuations: set[str] = set()  # threads with a notification to answer
         self._continuing: set[str] = set()  # threads a continuation task is starting
@@ -216,6 +240,7 @@ class AgentRuntime:
         self._runs.pop(live.run_id, None)
         if self._threads.get(live.thread_id) is live:
             del self._threads[live.thread_id]
+        self._admit()
         live.done.set()
         if live.passivated and live.changed:  # a submission arrived while it passivated
             self.activate_run_soon(live.thread_id, live.run_id, live.waiting_message_id)
@@ -323,6 +348,14 @@ class AgentRuntime:
         )
 
     # -- threads and runs --------------------------------------------------------------------
+
+    def _start_or_queue(self, live: LiveRun) -> None:
+        """Start a new run's actor, or, with ``max_active_runs`` active, queue the run: it is
+        stored, and activated from the store once a slot is free (``wait_idle`` waits)."""
+        if self._slot_free():
+            self._start(live)
+        else:
+            self.activate_run_soon(live.thread_id, live.run_id, None)
 
     async def create_thread(
         self, scope_key: str, user_key: str | None = None, *, agent_id: str | None = None
@@ -560,7 +593,7 @@ class AgentRuntime:
             async with self.transaction() as tx:
                 run = tx.put_run(run)
             if not self.closing:
-                self._start(self._live_run(thread, run, ()))
+                self._start_or_queue(self._live_run(thread, run, ()))
         except Exception:  # the store failed: the notification stays, a later load goes on
             _log.exception("continuing thread %r after a notification failed", thread_id)
         finally:
@@ -630,7 +663,7 @@ class AgentRuntime:
                     async with self.transaction() as tx:
                         tx.put_run(run.model_copy(update={"status": "cancelled"}))
                 self._check_open()
-            self._start(self._live_run(thread, run, tuple(client_tools)))
+            self._start_or_queue(self._live_run(thread, run, tuple(client_tools)))
         finally:
             self._sending.discard(thread_id)
         return run.run_id
@@ -717,6 +750,19 @@ class AgentRuntime:
                 self.notify(run.thread_id)
         finally:
             self._cancelling.discard(run_id)
+            self._unqueue(run_id)
+
+    def _unqueue(self, run_id: str) -> None:
+        """Drop a queued activation (its run was cancelled: it would not start anyway)."""
+        queued = self._queued.pop(run_id, None)
+        if queued is None:
+            return
+        thread_id = queued[0]
+        del self._activating[run_id]
+        self._activating_threads[thread_id] -= 1
+        if not self._activating_threads[thread_id]:
+            del self._activating_threads[thread_id]
+        self.notify(thread_id)
 
     def watch(
         self,
@@ -865,7 +911,24 @@ class AgentRuntime:
             return
         self._activating[run_id] = thread_id
         self._activating_threads[thread_id] += 1
-        self._nursery.start_soon(self._activate, thread_id, run_id, message_id)
+        if self._slot_free():
+            self._starting += 1
+            self._nursery.start_soon(self._activate, thread_id, run_id, message_id)
+        else:
+            self._queued[run_id] = (thread_id, message_id)
+
+    def _slot_free(self) -> bool:
+        """Whether one more run may become active under ``max_active_runs``."""
+        limit = self.max_active_runs
+        return limit is None or len(self._runs) + self._starting < limit
+
+    def _admit(self) -> None:
+        """Activate the runs waiting for a slot, in the order they came, while slots are free."""
+        while self._queued and self._slot_free() and not self.closing and self._nursery:
+            run_id = next(iter(self._queued))
+            thread_id, message_id = self._queued.pop(run_id)
+            self._starting += 1
+            self._nursery.start_soon(self._activate, thread_id, run_id, message_id)
 
     async def _activate(self, thread_id: str, run_id: str, message_id: str | None) -> None:
         """Start the actor of a run that is not alive, if its stored run is still active."""
@@ -897,6 +960,8 @@ class AgentRuntime:
             self._activating_threads[thread_id] -= 1
             if not self._activating_threads[thread_id]:
                 del self._activating_threads[thread_id]
+            self._starting -= 1  # a started actor holds its slot in _runs from here
+            self._admit()
             self.notify(thread_id)
 
 

@@ -47,7 +47,7 @@ from ._errors import ScriptedModelError as ScriptedModelError
 from ._files import DEFAULT_MAX_FILE_BYTES
 from ._memory_store import MemoryBacking, MemoryStore
 from ._model import Model
-from ._runtime import AgentRuntime, MapError
+from ._runtime import DEFAULT_MAX_ACTIVE_RUNS, AgentRuntime, MapError
 from ._scripted_model import ScriptedModel as ScriptedModel
 from ._scripted_model import ScriptedText as ScriptedText
 from ._scripted_model import ScriptedToolCall as ScriptedToolCall
@@ -70,6 +70,7 @@ def create_test_runtime(
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     sync_tools: SyncTools = "inline",
     thread_limit: int = DEFAULT_THREAD_LIMIT,
+    max_active_runs: int | None = DEFAULT_MAX_ACTIVE_RUNS,
 ) -> AgentRuntime:
     """An :class:`~pai_actors.AgentRuntime` for tests: ``model`` (usually a
     :class:`ScriptedModel`) instead of the agent's, a store (``store``: a new
@@ -124,6 +125,7 @@ def create_test_runtime(
         max_file_bytes=max_file_bytes,
         sync_tools=sync_tools,
         thread_limit=thread_limit,
+        max_active_runs=max_active_runs,
     )
     if temporary is not None:
         assert isinstance(store, SqliteStore)

@@ -1,0 +1,239 @@
+"""``max_active_runs``: runs past the limit wait, stored, for a slot, in the order they came."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+from pydantic import BaseModel
+
+from pai_actors import (
+    Finish,
+    MemoryStore,
+    ModelEvent,
+    ModelRequest,
+    ModelToolMessage,
+    ResumeEntry,
+    RuntimeConfigError,
+    SuspendPoint,
+    TextDelta,
+    ToolCallEvent,
+    ToolContext,
+    create_agent_runtime,
+    define_agent,
+    define_tool,
+)
+from pai_actors.testing import create_test_runtime
+
+
+class Job(BaseModel):
+    job: str
+
+
+class Decision(BaseModel):
+    approved: bool
+
+
+class OneCallModel:
+    """Asks for one call of ``tool`` with the user's text as the job, then answers ``done``."""
+
+    def __init__(self, tool: str) -> None:
+        self.tool = tool
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        if any(isinstance(m, ModelToolMessage) for m in request.messages):
+            yield TextDelta("done")
+            yield Finish("stop")
+            return
+        job = request.messages[-1].text  # type: ignore[union-attr]
+        yield ToolCallEvent(tool_call_id="call_1", tool_name=self.tool, input={"job": job})
+        yield Finish("tool-calls")
+
+
+class Gate:
+    """A tool that records its job as started and returns once its job is released."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+        self.released: dict[str, trio.Event] = {}
+
+    def release(self, job: str) -> None:
+        self.released.setdefault(job, trio.Event()).set()
+
+    async def execute(self, ctx: ToolContext) -> Any:
+        self.started.append(ctx.input.job)
+        await self.released.setdefault(ctx.input.job, trio.Event()).wait()
+        return {"done": ctx.input.job}
+
+    def agent(self) -> Any:
+        tool = define_tool(
+            id="t.gate.v1", description="Gate.", input_schema=Job, execute=self.execute
+        )
+        return define_agent(name="a", tools={"gate": tool})
+
+
+async def _ask(ctx: ToolContext) -> Any:
+    if isinstance(ctx.entry, ResumeEntry):
+        return {"approved": ctx.entry.resume.approved}
+    return ctx.suspend("approval", {"job": ctx.input.job})
+
+
+ask_tool = define_tool(
+    id="t.ask.v1",
+    description="Ask.",
+    input_schema=Job,
+    suspend={"approval": SuspendPoint(suspend_schema=Job, resume_schema=Decision)},
+    execute=_ask,
+)
+
+
+async def statuses(rt: Any, thread_ids: list[str]) -> list[str]:
+    return [(await rt.get_state(t)).runs[-1].status for t in thread_ids]
+
+
+async def test_runs_past_the_limit_wait_stored_and_start_in_order(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    gate = Gate()
+    with trio.fail_after(10):
+        async with create_test_runtime(
+            gate.agent(), model=OneCallModel("gate"), max_active_runs=2
+        ) as rt:
+            threads = [await rt.create_thread("s") for _ in range(5)]
+            for i, thread_id in enumerate(threads):
+                await rt.send(thread_id, f"j{i}")
+            await trio.testing.wait_all_tasks_blocked()
+            assert gate.started == ["j0", "j1"]  # two active; three stored, waiting
+            assert await statuses(rt, threads) == ["running"] * 5
+            gate.release("j1")
+            await rt.wait_idle(threads[1])
+            await trio.testing.wait_all_tasks_blocked()
+            assert gate.started == ["j0", "j1", "j2"]  # the slot went to the first queued
+            gate.release("j0")  # each slot freed goes to the next queued run, in order
+            await rt.wait_idle(threads[0])
+            await trio.testing.wait_all_tasks_blocked()
+            assert gate.started == ["j0", "j1", "j2", "j3"]
+            for job in ("j2", "j3", "j4"):
+                gate.release(job)
+            for thread_id in threads:
+                await rt.wait_idle(thread_id)  # waits for a queued run too
+            assert gate.started == ["j0", "j1", "j2", "j3", "j4"]
+            assert await statuses(rt, threads) == ["completed"] * 5
+
+
+async def test_a_passivated_run_holds_no_slot(autojump_clock: trio.testing.MockClock) -> None:
+    gate = Gate()
+    gate.release("j")
+    agent = define_agent(name="a", tools={"ask": ask_tool, "gate": gate.agent().tools["gate"]})
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=OneCallModel("ask"), max_active_runs=1) as rt:
+            waiting = [await rt.create_thread("s") for _ in range(3)]
+            for thread_id in waiting:
+                await rt.send(thread_id, "j")
+            for thread_id in waiting:
+                await rt.wait_idle(thread_id)
+            assert await statuses(rt, waiting) == ["waiting"] * 3  # one slot served them all
+            for thread_id in waiting:
+                [action] = await rt.pending_actions(thread_id)
+                assert (await action.submit({"approved": True})).status == "accepted"
+            for thread_id in waiting:  # the resumes took the slot one after another
+                await rt.wait_idle(thread_id)
+            assert await statuses(rt, waiting) == ["completed"] * 3
+
+
+async def test_a_submission_past_the_limit_resumes_once_a_slot_is_free(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    gate = Gate()
+    agent = define_agent(name="a", tools={"ask": ask_tool, "gate": gate.agent().tools["gate"]})
+
+    class Router:  # thread "ask" asks for approval; thread "gate" blocks in the gate
+        async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+            job = next(m.text for m in request.messages if m.role == "user")
+            async for event in OneCallModel(job).stream(request):
+                yield event
+
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=Router(), max_active_runs=1) as rt:
+            asking = await rt.create_thread("s")
+            await rt.send(asking, "ask")
+            await rt.wait_idle(asking)
+            blocking = await rt.create_thread("s")
+            await rt.send(blocking, "gate")
+            await trio.testing.wait_all_tasks_blocked()
+            assert gate.started == ["gate"]
+            [action] = await rt.pending_actions(asking)
+            assert (await action.submit({"approved": True})).status == "accepted"
+            await trio.testing.wait_all_tasks_blocked()
+            # Accepted and stored; its resume waits for the slot the gate holds.
+            [call] = await rt.store.list_calls(asking)
+            assert call.record.phase != "done"
+            gate.release("gate")
+            await rt.wait_idle(asking)
+            assert await statuses(rt, [asking, blocking]) == ["completed", "completed"]
+
+
+async def test_cancelling_a_queued_run_records_it_and_it_never_starts(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    gate = Gate()
+    with trio.fail_after(10):
+        async with create_test_runtime(
+            gate.agent(), model=OneCallModel("gate"), max_active_runs=1
+        ) as rt:
+            first = await rt.create_thread("s")
+            await rt.send(first, "j0")
+            queued = await rt.create_thread("s")
+            run_id = await rt.send(queued, "j1")
+            await rt.cancel_run(run_id)
+            await rt.wait_idle(queued)  # no longer waits for a slot
+            gate.release("j0")
+            await rt.wait_idle(first)
+            await trio.testing.wait_all_tasks_blocked()
+            assert gate.started == ["j0"]
+            assert await statuses(rt, [first, queued]) == ["completed", "cancelled"]
+
+
+async def test_queued_runs_left_by_a_closed_runtime_go_on_in_the_next(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    gate = Gate()
+    store = MemoryStore()
+    with trio.fail_after(10):
+        async with create_test_runtime(
+            gate.agent(), model=OneCallModel("gate"), store=store, max_active_runs=1
+        ) as rt:
+            threads = [await rt.create_thread("s") for _ in range(3)]
+            for i, thread_id in enumerate(threads):
+                await rt.send(thread_id, f"j{i}")
+            await trio.testing.wait_all_tasks_blocked()
+            assert gate.started == ["j0"]
+        # Nothing is left said to be running: the first run's call is recorded cancelled,
+        # and the queued runs, never started, wait for the next runtime.
+        assert [(await store.list_runs(t))[-1].status for t in threads] == ["waiting"] * 3
+        for job in ("j0", "j1", "j2"):
+            gate.release(job)
+        async with create_test_runtime(
+            gate.agent(), model=OneCallModel("gate"), store=store.reopen(), max_active_runs=1
+        ) as rt:
+            for thread_id in threads:
+                await rt.wait_idle(thread_id)
+            assert await statuses(rt, threads) == ["completed"] * 3
+    assert gate.started == ["j0", "j1", "j2"]  # the cancelled call is not run again
+
+
+@pytest.mark.parametrize("value", [0, -1, True, 2.5, "8"])
+def test_a_bad_limit_is_refused_at_creation(value: Any) -> None:
+    agent = define_agent(name="a", tools={"ask": ask_tool})
+    with pytest.raises(RuntimeConfigError, match="max_active_runs must be an int >= 1"):
+        create_agent_runtime(agent, model=OneCallModel("ask"), max_active_runs=value)
+
+
+def test_the_default_limit_and_no_limit() -> None:
+    agent = define_agent(name="a", tools={"ask": ask_tool})
+    model = OneCallModel("ask")
+    assert create_agent_runtime(agent, model=model).max_active_runs == 256
+    assert create_agent_runtime(agent, model=model, max_active_runs=None).max_active_runs is None
