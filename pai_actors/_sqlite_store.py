@@ -629,11 +629,12 @@ def _apply(
         if isinstance(write, PutCall):  # the most frequent write first
             call, stored = write.call, write.stored
             key = f"call {call.tool_call_id!r}"
-            need_thread(call.thread_id, key)
             found = db.execute(
                 "SELECT revision FROM calls WHERE thread_id = ? AND tool_call_id = ?",
                 (call.thread_id, call.tool_call_id),
             ).fetchone()
+            if found is None:  # (a stored call's thread exists: threads are never deleted)
+                need_thread(call.thread_id, key)
             _check_revision(None if found is None else found[0], call.revision, key)
             text = stored.model_dump_json()
             written.append((text, stored))
@@ -653,8 +654,8 @@ def _apply(
                 )
         elif isinstance(write, PutToolPart):
             key = f"message {write.message_id!r}"
-            need_thread(write.thread_id, key)
-            if not has_message(write.thread_id, write.message_id):
+            if not has_message(write.thread_id, write.message_id):  # (else its thread exists)
+                need_thread(write.thread_id, key)
                 raise StoreConflict(key, "does not exist; append it before putting parts in it")
             db.execute(
                 "INSERT INTO parts (thread_id, message_id, key, position, json)"
@@ -736,7 +737,8 @@ def _put_run(
         raise StoreConflict(
             key, f"belongs to thread {found[1]!r}; it cannot move to {run.thread_id!r}"
         )
-    need_thread(run.thread_id, key)
+    if found is None:  # (a stored run's thread exists: threads are never deleted)
+        need_thread(run.thread_id, key)
     if run.active:
         other = db.execute(
             "SELECT run_id, json FROM runs WHERE thread_id = ? AND active = 1 AND run_id != ?",
