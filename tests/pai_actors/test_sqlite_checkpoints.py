@@ -19,7 +19,7 @@ import pytest
 
 from pai_actors import SqliteStore, StoreError, ThreadRecord
 from pai_actors import _sqlite_store as sqlite_store_module
-from pai_actors._sqlite_store import _Checkpointer
+from pai_actors._sqlite_checkpoints import _Checkpointer
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 HANG = 30.0  # seconds: only a checkpointer that never runs waits this long
