@@ -1,8 +1,11 @@
-"""The stored call: the fast dump of a ``CallRecord`` writes exactly what its shape writes."""
+"""The stored call: the fast dump of a ``CallRecord`` writes exactly what its shape writes,
+and the fast load reads back exactly what its shape reads."""
 
 from __future__ import annotations
 
+import copy
 import enum
+import json
 import math
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -14,7 +17,13 @@ from pydantic import TypeAdapter
 
 from pai_actors import MAX_SAFE_INTEGER, StoredCall
 from pai_actors._call_record import Approval, CallRecord, Cancellation, DataItem, Episode
-from pai_actors._records import _CallShape, _dump_call, _serialize_call
+from pai_actors._records import (
+    _CallShape,
+    _dump_call,
+    _load_call,
+    _serialize_call,
+    _validate_call,
+)
 from pai_actors._tool import frozen_mapping
 
 
@@ -220,3 +229,207 @@ def test_instants_are_written_as_before(at: datetime, text: str) -> None:
     dumped: Any = _serialize_call(record)
     assert dumped["cancelled"] == {"reason": None, "at": text}
     assert repr(dumped) == repr(_the_shape_way(record)[1])
+
+
+# The fast load: what the shape reads from the JSON of a stored record, built directly.
+
+
+def _the_shape_load(value: Any) -> tuple[Any, ...]:
+    """What ``_validate_call`` returned before its fast path: the value through the mirror."""
+    try:
+        return ("record", repr(_CallShape.model_validate(value).record()))
+    except Exception as exc:
+        return ("error", type(exc), str(exc))
+
+
+def _the_fast_load(value: Any) -> tuple[Any, ...]:
+    try:
+        return ("record", repr(_validate_call(value)))
+    except Exception as exc:
+        return ("error", type(exc), str(exc))
+
+
+def _stored_json(record: CallRecord) -> Any:
+    """The record's part of a stored call, as JSON parsing gives it back."""
+    stored = StoredCall(thread_id="t", run_id="r", message_id="m", record=record)
+    return json.loads(stored.model_dump_json())["record"]
+
+
+@given(_records())
+def test_a_stored_record_is_loaded_as_its_shape_loads_it(record: CallRecord) -> None:
+    value = _stored_json(record)
+    loaded = _load_call(value)  # the fast way, taken
+    old = _CallShape.model_validate(value).record()
+    # ``repr`` tells apart what ``==`` does not: tuples and lists, 1 and 1.0 and True, the
+    # tzinfo's type, a mapping proxy and a dict.
+    assert loaded == old
+    assert repr(loaded) == repr(old)
+    assert repr(_dump_call(loaded)) == repr(_dump_call(old)) == repr(value)
+    stored = StoredCall(thread_id="t", run_id="r", message_id="m", record=record)
+    assert StoredCall.model_validate_json(stored.model_dump_json()).record == old
+
+
+def _paths(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every slot of a JSON value, each as the keys and indices that lead to it."""
+    found = [path]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += _paths(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += _paths(item, (*path, index))
+    return found
+
+
+def _slots(value: Any) -> list[tuple[Any, ...]]:
+    """The fields of a stored record, nested ones too: the places a stored value can be odd."""
+    found: list[tuple[Any, ...]] = [(), *((key,) for key in value)]
+    for index, episode in enumerate(value["episodes"]):
+        found += [("episodes", index, key) for key in episode]
+    for name in ("approval", "cancelled"):
+        if value[name] is not None:
+            found += [(name, key) for key in value[name]]
+    for channel, items in value["data"].items():
+        found.append(("data", channel))
+        for index, item in enumerate(items):
+            found += [("data", channel, index, key) for key in item]
+    return found
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+_instant_texts = st.datetimes(
+    min_value=datetime(1, 1, 2),
+    max_value=datetime(9999, 12, 30),
+    timezones=st.none() | _whole_minutes | _odd_offsets,
+).flatmap(
+    lambda at: st.sampled_from(
+        [
+            at.isoformat(),
+            at.isoformat(sep=" "),
+            at.isoformat(timespec="microseconds"),
+            at.isoformat(timespec="milliseconds"),
+            at.isoformat(timespec="minutes"),
+            at.isoformat().replace("+00:00", "Z"),
+            at.isoformat().replace("+00:00", "-00:00"),
+            at.isoformat(timespec="microseconds").replace("+00:00", "Z"),
+        ]
+    )
+)
+_odd_values = (
+    _json
+    | _instant_texts
+    | st.text(max_size=30)
+    | st.sampled_from(
+        [
+            (),
+            (1,),
+            {"k": (1,)},
+            1.0,
+            -1,
+            MAX_SAFE_INTEGER + 1,
+            math.nan,
+            math.inf,
+            "\udc00",
+            {"\ud800": 1},
+            ["x\ud800"],
+            _nested(70),
+            "pending",
+            "done",
+            "output-available",
+            Color.RED,
+            Color.DONE,
+            "2025-01-01T00:00:00Z",
+            "2025-01-01T00:00:00.000000Z",
+            "2025-01-01T00:00:00+00:00",
+            "2025-02-30T00:00:00Z",
+            "2025-01-01T24:00:00Z",
+            "2025-01-01T23:59:60Z",
+            "2025-01-01T00:00:00+24:00",
+            "0000-01-01T00:00:00Z",
+            "2025-01-01T00:00:00.5Z",
+            "\uff12025-01-01T00:00:00Z",  # a fullwidth digit
+            "20250101T000000Z",
+            "2025-01-01",
+            0,
+            1_700_000_000,
+            datetime(2025, 1, 1, tzinfo=UTC),
+            datetime(2025, 1, 1),
+        ]
+    )
+)
+
+
+@given(_records(), st.data())
+def test_any_stored_value_is_loaded_or_refused_as_its_shape_does(
+    record: CallRecord, data: st.DataObject
+) -> None:
+    """One odd value at any slot, and the result, or the error, is the shape's."""
+    value = _stored_json(record)
+    path = data.draw(st.sampled_from(_slots(value)), label="slot")
+    inner = _at(value, path)
+    if isinstance(inner, dict | list) and data.draw(st.booleans(), label="deeper"):
+        path += data.draw(st.sampled_from(_paths(inner)), label="path inside")
+    odd = data.draw(_odd_values | st.just([value]), label="odd")
+    if path:
+        *parents, last = path
+        value = copy.deepcopy(value)
+        parent = value
+        for key in parents:
+            parent = parent[key]
+        parent[last], odd = odd, value
+    assert _the_fast_load(odd) == _the_shape_load(odd)
+
+
+@given(_records(), st.data())
+def test_a_stored_object_with_a_key_missing_or_added_is_loaded_as_its_shape_loads_it(
+    record: CallRecord, data: st.DataObject
+) -> None:
+    """Records of older versions may omit keys: the shape judges what they mean."""
+    value = copy.deepcopy(_stored_json(record))
+    objects = [path for path in _paths(value) if isinstance(_at(value, path), dict)]
+    found = _at(value, data.draw(st.sampled_from(objects), label="object"))
+    key = data.draw(st.sampled_from(sorted(found) or [""]) | st.text(max_size=12), label="key")
+    if key in found and data.draw(st.booleans(), label="delete"):
+        del found[key]
+    else:
+        found[data.draw(st.text(max_size=12) | st.just(1), label="new key")] = found.pop(key, None)
+    assert _the_fast_load(value) == _the_shape_load(value)
+
+
+def _at(value: Any, path: tuple[Any, ...]) -> Any:
+    for key in path:
+        value = value[key]
+    return value
+
+
+@given(_instant_texts | _odd_values)
+def test_any_stored_instant_is_loaded_or_refused_as_its_shape_does(odd: Any) -> None:
+    value = _stored_json(CallRecord(name="n", tool_call_id="c"))
+    value["cancelled"] = {"reason": None, "at": odd}
+    assert _the_fast_load(value) == _the_shape_load(value)
+
+
+@pytest.mark.parametrize(
+    ("text", "at"),
+    [
+        ("2025-01-02T03:04:05Z", datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)),
+        ("2025-01-02T03:04:05.120000Z", datetime(2025, 1, 2, 3, 4, 5, 120000, tzinfo=UTC)),
+        (
+            "2025-01-02T03:04:05.000001-05:30",
+            datetime(2025, 1, 2, 3, 4, 5, 1, tzinfo=timezone(timedelta(hours=-5, minutes=-30))),
+        ),
+    ],
+)
+def test_instants_are_read_as_before(text: str, at: datetime) -> None:
+    value = _stored_json(CallRecord(name="n", tool_call_id="c"))
+    value["cancelled"] = {"reason": None, "at": text}
+    loaded = _load_call(value)
+    assert loaded.cancelled is not None
+    assert loaded.cancelled.at == at
+    assert repr(loaded) == _the_shape_load(value)[1]
