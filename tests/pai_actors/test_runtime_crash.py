@@ -108,6 +108,14 @@ async def test_a_registration_may_consent_to_running_an_interrupted_call_again(
     assert [r.status for r in state.runs] == ["completed"]
 
 
+async def settled_thread(rt: Any) -> str:
+    """A new thread of ``rt`` whose run was sent ``"go"`` and is idle (waiting, or done)."""
+    thread_id: str = await rt.create_thread("s")
+    await rt.send(thread_id, "go")
+    await rt.wait_idle(thread_id)
+    return thread_id
+
+
 def approval_tool(resumed: list[str], block: bool) -> Any:
     async def execute(ctx: ToolContext) -> Any:
         if isinstance(ctx.entry, ResumeEntry):
@@ -135,9 +143,7 @@ async def test_an_accepted_submission_whose_resume_never_started_is_resumed(
     with trio.fail_after(10):
         model = ScriptedModel([[tool_call("ask", {"job": "j"})]])
         async with create_test_runtime(agent, model=model, store=store) as rt:
-            thread_id = await rt.create_thread("s")
-            await rt.send(thread_id, "go")
-            await rt.wait_idle(thread_id)
+            thread_id = await settled_thread(rt)
             [action] = await rt.pending_actions(thread_id)
             assert (await action.submit({"approved": True})).status == "accepted"
             after_crash = crashed(store)  # dies before the run's actor looked at it
@@ -161,9 +167,7 @@ async def test_a_resume_running_when_the_process_stopped_is_recorded_interrupted
     with trio.fail_after(10):
         model = ScriptedModel([[tool_call("ask", {"job": "j"})]])
         async with create_test_runtime(agent, model=model, store=store) as rt:
-            thread_id = await rt.create_thread("s")
-            await rt.send(thread_id, "go")
-            await rt.wait_idle(thread_id)
+            thread_id = await settled_thread(rt)
             [action] = await rt.pending_actions(thread_id)
             assert (await action.submit({"approved": True})).status == "accepted"
             await trio.testing.wait_all_tasks_blocked()  # the resume is running
@@ -281,9 +285,7 @@ async def test_the_last_suspension_and_the_run_waiting_are_one_commit(
     with trio.fail_after(10):
         model = ScriptedModel([[tool_call("ask", {"job": "j"})]])
         async with create_test_runtime(agent, model=model, store=store) as rt:
-            thread_id = await rt.create_thread("s")
-            await rt.send(thread_id, "go")
-            await rt.wait_idle(thread_id)
+            thread_id = await settled_thread(rt)
             # No process can stop between the two: the call is never stored suspended
             # under a running run.
             assert commits[-1] == ["PutCall", "PutToolPart", "PutRun"]
@@ -340,9 +342,7 @@ async def test_a_run_left_running_while_it_only_waits_is_settled_waiting(
     with trio.fail_after(10):
         model = ScriptedModel([[tool_call("ask", {"job": "j"})]])
         async with create_test_runtime(agent, model=model, store=store) as rt:
-            thread_id = await rt.create_thread("s")
-            await rt.send(thread_id, "go")
-            await rt.wait_idle(thread_id)
+            thread_id = await settled_thread(rt)
         # The state a process leaves when it stops after a call suspended but before its run
         # was recorded waiting: a run of several calls, each suspension its own commit, or
         # an older release, which wrote every suspension apart from the run's status.
