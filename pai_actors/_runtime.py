@@ -491,10 +491,11 @@ class AgentRuntime:
             await self.park(run_id)
 
     async def park(self, run_id: str) -> None:
-        """Record ``run_id`` ``waiting`` if a submission recorded it ``running`` (see
-        ``_resolution``) and no actor will take it up: a closed runtime leaves no run said
-        to be running. (A stopped process leaves such runs ``running``; the next load
-        activates them all the same, as it does a ``waiting`` run's accepted submission.)"""
+        """Record ``run_id`` ``waiting`` if it is stored ``running`` but no actor will take it
+        up (a submission recorded it running, see ``_resolution``, or it was queued for a
+        slot of ``max_active_runs``): a closed runtime leaves no run said to be running. (A
+        stopped process leaves such runs ``running``; the next load activates them all the
+        same, as it does a ``waiting`` run with an accepted submission or no calls yet.)"""
         try:
             run = await self.store.get_run(run_id)
             if run is not None and run.status == "running":
@@ -706,7 +707,12 @@ class AgentRuntime:
             event = self._idle_waits.get(thread_id)
             if event is None:
                 event = self._idle_waits[thread_id] = trio.Event()
-            await event.wait()
+            try:
+                await event.wait()
+            finally:  # a cancelled wait leaves no event behind that nobody waits on
+                idle = not event.is_set() and not event.statistics().tasks_waiting
+                if idle and self._idle_waits.get(thread_id) is event:
+                    del self._idle_waits[thread_id]
 
     async def get_state(self, thread_id: str) -> ThreadState:
         """The thread's messages and runs (:class:`MigrationRequired`: see :meth:`send`)."""

@@ -659,3 +659,27 @@ async def test_cancel_run_while_the_run_passivates_records_it_cancelled(
             state = await rt.get_state(tid)
     assert [r.status for r in state.runs] == ["cancelled"]
     assert [p.state for p in _tool_parts(state)] == ["output-error", "output-error"]
+
+
+async def test_a_cancelled_wait_idle_leaves_nothing_waited_on(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    gate = trio.Event()
+
+    async def execute(ctx: ToolContext) -> Any:
+        await gate.wait()
+        return "ok"
+
+    tool = define_tool(id="t.q.v1", description="Q.", input_schema=Query, execute=execute)
+    agent = define_agent(name="a", tools={"q": tool})
+    model = ScriptedModel([[tool_call("q", {"n": 1})], text("done")])
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=model) as rt:
+            tid = await rt.create_thread("s")
+            await rt.send(tid, "go")
+            with trio.move_on_after(1):  # the tool never returns in that time
+                await rt.wait_idle(tid)
+            assert rt._idle_waits == {}  # no event left for a wait nobody makes any more
+            gate.set()
+            await rt.wait_idle(tid)
+            assert [r.status for r in (await rt.get_state(tid)).runs] == ["completed"]
