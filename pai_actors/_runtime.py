@@ -763,7 +763,10 @@ class AgentRuntime:
         queued = self._queued.pop(run_id, None)
         if queued is None:
             return
-        thread_id = queued[0]
+        self._end_activation(run_id, queued[0])
+
+    def _end_activation(self, run_id: str, thread_id: str) -> None:
+        """Forget the activation of ``run_id`` (started, declined or dropped)."""
         del self._activating[run_id]
         self._activating_threads[thread_id] -= 1
         if not self._activating_threads[thread_id]:
@@ -962,13 +965,9 @@ class AgentRuntime:
         except Exception:  # the store failed: the stored intent stays for the next load
             _log.exception("activating run %r failed", run_id)
         finally:
-            del self._activating[run_id]
-            self._activating_threads[thread_id] -= 1
-            if not self._activating_threads[thread_id]:
-                del self._activating_threads[thread_id]
             self._starting -= 1  # a started actor holds its slot in _runs from here
             self._admit()
-            self.notify(thread_id)
+            self._end_activation(run_id, thread_id)
 
 
 def _interrupted(record: CallRecord) -> bool:
