@@ -9,6 +9,7 @@ the mailbox full parks until a receiver makes room.
 
 from __future__ import annotations
 
+import weakref
 from collections import deque
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from ._exit import ExitNotice
 
 if TYPE_CHECKING:
     from ._exit import ExitReason
+    from ._node import Node
     from ._ref import ActorRef
 
 M = TypeVar("M")
@@ -56,6 +58,8 @@ class Mailbox(Generic[M]):
         "_capacity",
         "_closed",
         "_data",
+        "_exited_node",
+        "_exited_ref",
         "_notices",
         "_received",
         "_receiver",
@@ -79,13 +83,36 @@ class Mailbox(Generic[M]):
         self._closed = False
         self._sent = 0
         self._received = 0
-        self._ref: ActorRef[M] | None = None
+        self._ref: ActorRef[M] | None = None  # the owner's address, while it is alive
+        # Once the owner exited (see _owner_exited): its address, held weakly, and its node.
+        self._exited_ref: Callable[[], ActorRef[M] | None] | None = None
+        self._exited_node: Node | None = None
 
     @property
     def ref(self) -> ActorRef[M]:
         """The :class:`ActorRef` of the actor that owns this mailbox (its own address)."""
-        assert self._ref is not None
-        return self._ref
+        ref = self._ref
+        if ref is None and self._exited_ref is not None:
+            ref = self._exited_ref()
+            if ref is None:  # nothing else holds it: an equal address of the exited actor
+                assert self._exited_node is not None
+                ref = _exited_ref(self._exited_node, self)
+        assert ref is not None, "a mailbox's ref is set when its actor is spawned"
+        return ref
+
+    def _owner_exited(self, node: Node) -> None:
+        """The owning actor (``node``) exited: hold its ref weakly from now on.
+
+        While the actor lives, its mailbox, its ref and its node refer to one another. Once
+        it has exited, nothing needs that loop, and keeping it would leave every exited actor
+        (with its node, its supervisor and their trio tasks) to the cyclic garbage collector
+        instead of freeing it when the last reference is dropped.
+        """
+        ref = self._ref
+        if ref is not None:
+            self._exited_ref = weakref.ref(ref)
+            self._exited_node = node
+            self._ref = None
 
     @property
     def stop_requested(self) -> bool:
@@ -287,7 +314,9 @@ class Mailbox(Generic[M]):
 
     def _put_notice(self, message: Callable[[ExitNotice], M], notice: ExitNotice) -> None:
         """Deliver a notice (bypasses capacity); dropped only if the owner has exited."""
-        if self._ref is not None and self._ref.exit_reason is not None:
+        if self._exited_node is not None or (
+            self._ref is not None and self._ref.exit_reason is not None
+        ):
             return
         outcome = capture(message, notice)  # an error in ``message`` raises in the receiver
         if self._hand_outcome_to_receiver(outcome):
@@ -341,3 +370,9 @@ class Monitor:
         ref = self._watcher._ref
         if ref is not None and ref._node.watching is not None:
             ref._node.watching.pop(self._key, None)
+
+
+def _exited_ref(node: Node, mailbox: Mailbox[M]) -> ActorRef[M]:
+    from ._ref import ActorRef  # (a cycle of imports otherwise: _ref imports this module)
+
+    return ActorRef._of_exited(node, mailbox)

@@ -231,6 +231,10 @@ class Node:
         if self.watching:
             for cancel in list(self.watching.values()):
                 cancel()
+        mailbox = self.mailbox
+        if mailbox is not None:  # no loop of references outlives the actor
+            self.mailbox = None
+            mailbox._owner_exited(self)
         parent = self.parent
         if parent is not None and parent.children is not None:
             del parent.children[self.id]

@@ -110,7 +110,7 @@ class ActorRef(Generic[M]):
     thread; ``tell`` either enqueues the message and returns, or raises and enqueues nothing.
     """
 
-    __slots__ = ("_describe", "_grace", "_mailbox", "_node")
+    __slots__ = ("__weakref__", "_describe", "_grace", "_mailbox", "_node")
 
     def __init__(self, node: Node, mailbox: Mailbox[M], grace: float) -> None:
         self._node = node
@@ -118,6 +118,17 @@ class ActorRef(Generic[M]):
         self._grace = grace
         self._describe = f"actor {node.name!r}"
         mailbox._ref = self
+
+    @classmethod
+    def _of_exited(cls, node: Node, mailbox: Mailbox[M]) -> ActorRef[M]:
+        """Another address of an exited actor (``mailbox.ref`` once its own was dropped)."""
+        assert node.exit_reason is not None
+        ref = cls.__new__(cls)
+        ref._node = node
+        ref._mailbox = mailbox
+        ref._grace = 0.0
+        ref._describe = f"actor {node.name!r}"
+        return ref
 
     def __repr__(self) -> str:
         return f"<ActorRef {self._node.actor_info().path!r} {self._node.state}>"

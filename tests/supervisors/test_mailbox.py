@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -243,3 +246,57 @@ async def test_monitor_of_an_exited_actor_delivers_at_once() -> None:
     [down] = seen
     assert isinstance(down, Down)
     assert down.notice.reason == Normal()
+
+
+@pytest.fixture
+def no_cycle_collector() -> Iterator[None]:
+    """Only reference counting frees objects while the test runs."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+@pytest.mark.usefixtures("no_cycle_collector")
+async def test_an_exited_actor_is_freed_when_its_last_ref_is_dropped() -> None:
+    # While it runs, an actor's mailbox, ref and node refer to one another; once it exited
+    # they must not, or every exited actor (with its supervisor and trio tasks) waits for
+    # the cyclic garbage collector, which is what a busy runtime spends its time in.
+    mailboxes: list[weakref.ref[Mailbox[str]]] = []
+
+    async def one_message(mailbox: Mailbox[str]) -> None:
+        mailboxes.append(weakref.ref(mailbox))
+        await mailbox.receive()
+
+    async with open_supervisor() as sup:
+        ref = sup.spawn(one_message, restart="temporary")
+        ref.tell_nowait("go")
+        assert await ref.wait_exit() == Normal()
+        assert mailboxes[0]() is not None  # the ref still reaches it
+        del ref
+        assert mailboxes[0]() is None
+
+
+async def test_mailbox_ref_after_exit_is_the_actors_ref_or_an_equivalent_one() -> None:
+    kept: list[Mailbox[str]] = []
+
+    async def quick(mailbox: Mailbox[str]) -> None:
+        kept.append(mailbox)
+
+    async with open_supervisor() as sup:
+        ref = sup.spawn(quick, name="quick", restart="temporary")
+        await ref.wait_exit()
+        [mailbox] = kept
+        assert mailbox.ref is ref  # while something holds the ref, the same object
+        info = ref.info
+        del ref
+        gc.collect()
+        again = mailbox.ref  # nothing held it: another address of the same exited actor
+        assert again.info == info
+        assert again.exit_reason == Normal()
+        assert mailbox.ref.info == info
+        with pytest.raises(MailboxClosed, match="actor 'quick' is not accepting messages"):
+            again.tell_nowait("late")
