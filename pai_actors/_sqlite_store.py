@@ -215,8 +215,11 @@ class SqliteStore:
         group = self._batch
         if group is not None:  # a leader is gathering this tick's commits: join it
             group.append(mine)
-            with trio.CancelScope(shield=True):
-                await mine.done.wait()
+            # Parked until the leader has written the group, and not cancellable meanwhile
+            # (as under a shield, a cancel reaches the caller at its next checkpoint). No
+            # Event and no CancelScope: thousands of writers join a group at once.
+            mine.waiting = trio.lowlevel.current_task()
+            await trio.lowlevel.wait_task_rescheduled(_not_now)
         else:
             group = self._batch = [mine]
             await trio.lowlevel.cancel_shielded_checkpoint()  # let this tick's writers join
@@ -275,7 +278,8 @@ class SqliteStore:
                 raise
         finally:
             for commit in group:
-                commit.done.set()
+                if commit.waiting is not None:
+                    trio.lowlevel.reschedule(commit.waiting)
 
     def _checkpoint_due(self, db: sqlite3.Connection, checkpointer: _Checkpointer) -> None:
         """Between two transactions: copy the log's last frames when the checkpointer asks
@@ -486,12 +490,17 @@ _WAL_LIMIT = 2 * _CHECKPOINT_ROWS
 class _Commit:
     """One writer's batch in a group commit, and what became of it."""
 
-    __slots__ = ("done", "error", "writes")
+    __slots__ = ("error", "waiting", "writes")
 
     def __init__(self, writes: Sequence[Write]) -> None:
         self.writes = writes
         self.error: BaseException | None = None
-        self.done = trio.Event()
+        self.waiting: trio.lowlevel.Task | None = None  # a joiner, parked until written
+
+
+def _not_now(_: object) -> trio.lowlevel.Abort:
+    """A joined commit is not cancelled: it returns once its group is written."""
+    return trio.lowlevel.Abort.FAILED
 
 
 def _apply(

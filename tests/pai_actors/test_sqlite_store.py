@@ -340,6 +340,44 @@ async def test_commits_ready_in_one_tick_share_one_transaction_and_conflict_alon
         assert await store.get_thread("t2") == thread("t2")
 
 
+async def test_a_commit_cancelled_after_it_joined_a_group_is_written_then_cancelled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scopes: dict[trio.lowlevel.Task, trio.CancelScope] = {}
+    original = SqliteStore._write
+
+    def cancel_the_joiners(self: SqliteStore, db: Any, group: Any) -> None:
+        for commit in group:  # the leader writes; the others joined and wait for it
+            if commit.waiting is not None:
+                scopes[commit.waiting].cancel()
+        original(self, db, group)
+
+    monkeypatch.setattr(SqliteStore, "_write", cancel_the_joiners)
+    results: dict[str, str] = {}
+    with SqliteStore(tmp_path / "j.db") as store:
+
+        async def create(thread_id: str) -> None:
+            with trio.CancelScope() as scope:
+                scopes[trio.lowlevel.current_task()] = scope
+                async with store.transaction() as tx:
+                    tx.create_thread(thread(thread_id))
+                results[thread_id] = "returned"
+                await trio.lowlevel.checkpoint()
+                results[thread_id] = "not cancelled"
+            if scope.cancelled_caught:
+                results[thread_id] += ", then cancelled at its next checkpoint"
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(create, "t1")
+            nursery.start_soon(create, "t2")
+        assert sorted(results.values()) == [
+            "not cancelled",  # the leader
+            "returned, then cancelled at its next checkpoint",  # the joiner
+        ]
+        assert await store.get_thread("t1") == thread("t1")
+        assert await store.get_thread("t2") == thread("t2")
+
+
 async def test_a_commit_cancelled_before_it_joins_a_group_writes_nothing(tmp_path: Path) -> None:
     with SqliteStore(tmp_path / "c.db") as store:
         with trio.CancelScope() as scope:
