@@ -231,10 +231,27 @@ class AgentRuntime:
         self._hub.publish((update,))
 
     def notify(self, thread_id: str) -> None:
-        """Wake the ``wait_idle`` calls of ``thread_id`` to look at it again."""
-        event = self._idle_waits.pop(thread_id, None)
-        if event is not None:
-            event.set()
+        """Wake the ``wait_idle`` calls of ``thread_id`` if it is idle now.
+
+        Call it after every change that can make a thread idle, once the change is complete
+        (it looks at the thread then, not when a waiter runs). A thread changes many times a
+        conversation and becomes idle once or twice: waking its waiters only then spares
+        each needless wake its task switch and a new ``Event`` to wait on.
+        """
+        if thread_id in self._idle_waits and self._idle(thread_id):
+            self._idle_waits.pop(thread_id).set()
+
+    def _idle(self, thread_id: str) -> bool:
+        """No run of the thread is active, or its run waits only on pending actions."""
+        if thread_id in self._activating_threads or thread_id in self._continuing:
+            return False
+        live = self._threads.get(thread_id)
+        return live is None or (
+            live.status == "waiting"
+            and not live.busy
+            and live.active_calls == 0
+            and not live.changed
+        )
 
     def _forget(self, live: LiveRun) -> None:
         self._runs.pop(live.run_id, None)
@@ -690,20 +707,7 @@ class AgentRuntime:
         submission whose resume never ran) is activated and waited for.
         """
         await self._load(thread_id)
-        while True:
-            live = self._threads.get(thread_id)
-            if (
-                thread_id not in self._activating_threads and thread_id not in self._continuing
-            ) and (
-                live is None
-                or (
-                    live.status == "waiting"
-                    and not live.busy
-                    and live.active_calls == 0
-                    and not live.changed
-                )
-            ):
-                return
+        while not self._idle(thread_id):  # (it may be busy again by the time a waiter runs)
             event = self._idle_waits.get(thread_id)
             if event is None:
                 event = self._idle_waits[thread_id] = trio.Event()

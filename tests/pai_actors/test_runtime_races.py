@@ -683,3 +683,37 @@ async def test_a_cancelled_wait_idle_leaves_nothing_waited_on(
             gate.set()
             await rt.wait_idle(tid)
             assert [r.status for r in (await rt.get_state(tid)).runs] == ["completed"]
+
+
+async def test_wait_idle_is_woken_when_the_thread_is_idle_not_at_every_change(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    gate = trio.Event()
+
+    async def execute(ctx: ToolContext) -> Any:
+        await gate.wait()
+        return "ok"
+
+    tool = define_tool(id="t.q.v1", description="Q.", input_schema=Query, execute=execute)
+    agent = define_agent(name="a", tools={"q": tool})
+    model = ScriptedModel([[tool_call("q", {"n": 1})], text("done")])
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=model) as rt:
+            tid = await rt.create_thread("s")
+            await rt.send(tid, "go")
+            returned = trio.Event()
+
+            async def wait() -> None:
+                await rt.wait_idle(tid)
+                returned.set()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(wait)
+                await trio.testing.wait_all_tasks_blocked()  # the tool waits at its gate
+                event = rt._idle_waits[tid]
+                rt.notify(tid)  # a change that leaves the thread busy wakes nobody
+                assert rt._idle_waits.get(tid) is event
+                assert not event.is_set()
+                gate.set()
+                await returned.wait()
+            assert [r.status for r in (await rt.get_state(tid)).runs] == ["completed"]
