@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -10,6 +12,7 @@ import trio.testing
 from pydantic import BaseModel
 
 from pai_actors import (
+    AgentRuntime,
     MemoryStore,
     ResumeEntry,
     RuntimeClosed,
@@ -661,10 +664,9 @@ async def test_cancel_run_while_the_run_passivates_records_it_cancelled(
     assert [p.state for p in _tool_parts(state)] == ["output-error", "output-error"]
 
 
-async def test_a_cancelled_wait_idle_leaves_nothing_waited_on(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    gate = trio.Event()
+@asynccontextmanager
+async def _busy_thread(gate: trio.Event) -> AsyncIterator[tuple[AgentRuntime, str]]:
+    """A runtime and a thread whose run stays busy: its one tool call waits at ``gate``."""
 
     async def execute(ctx: ToolContext) -> Any:
         await gate.wait()
@@ -673,10 +675,18 @@ async def test_a_cancelled_wait_idle_leaves_nothing_waited_on(
     tool = define_tool(id="t.q.v1", description="Q.", input_schema=Query, execute=execute)
     agent = define_agent(name="a", tools={"q": tool})
     model = ScriptedModel([[tool_call("q", {"n": 1})], text("done")])
+    async with create_test_runtime(agent, model=model) as rt:
+        tid = await rt.create_thread("s")
+        await rt.send(tid, "go")
+        yield rt, tid
+
+
+async def test_a_cancelled_wait_idle_leaves_nothing_waited_on(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    gate = trio.Event()
     with trio.fail_after(10):
-        async with create_test_runtime(agent, model=model) as rt:
-            tid = await rt.create_thread("s")
-            await rt.send(tid, "go")
+        async with _busy_thread(gate) as (rt, tid):
             with trio.move_on_after(1):  # the tool never returns in that time
                 await rt.wait_idle(tid)
             assert rt._idle_waits == {}  # no event left for a wait nobody makes any more
@@ -689,19 +699,9 @@ async def test_wait_idle_is_woken_when_the_thread_is_idle_not_at_every_change(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     gate = trio.Event()
-
-    async def execute(ctx: ToolContext) -> Any:
-        await gate.wait()
-        return "ok"
-
-    tool = define_tool(id="t.q.v1", description="Q.", input_schema=Query, execute=execute)
-    agent = define_agent(name="a", tools={"q": tool})
-    model = ScriptedModel([[tool_call("q", {"n": 1})], text("done")])
+    returned = trio.Event()
     with trio.fail_after(10):
-        async with create_test_runtime(agent, model=model) as rt:
-            tid = await rt.create_thread("s")
-            await rt.send(tid, "go")
-            returned = trio.Event()
+        async with _busy_thread(gate) as (rt, tid):
 
             async def wait() -> None:
                 await rt.wait_idle(tid)
