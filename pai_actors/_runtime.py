@@ -366,13 +366,15 @@ class AgentRuntime:
 
     # -- threads and runs --------------------------------------------------------------------
 
-    def _start_or_queue(self, live: LiveRun) -> None:
+    def _start_or_queue(
+        self, thread: ThreadRecord, run: RunRecord, client_tools: tuple[ClientTool, ...]
+    ) -> None:
         """Start a new run's actor, or, with ``max_active_runs`` active, queue the run: it is
         stored, and activated from the store once a slot is free (``wait_idle`` waits)."""
         if self._slot_free():
-            self._start(live)
+            self._start(self._live_run(thread, run, client_tools))
         else:
-            self.activate_run_soon(live.thread_id, live.run_id, None)
+            self.activate_run_soon(run.thread_id, run.run_id, None)
 
     async def create_thread(
         self, scope_key: str, user_key: str | None = None, *, agent_id: str | None = None
@@ -611,7 +613,7 @@ class AgentRuntime:
             async with self.transaction() as tx:
                 run = tx.put_run(run)
             if not self.closing:
-                self._start_or_queue(self._live_run(thread, run, ()))
+                self._start_or_queue(thread, run, ())
         except Exception:  # the store failed: the notification stays, a later load goes on
             _log.exception("continuing thread %r after a notification failed", thread_id)
         finally:
@@ -681,7 +683,7 @@ class AgentRuntime:
                     async with self.transaction() as tx:
                         tx.put_run(run.model_copy(update={"status": "cancelled"}))
                 self._check_open()
-            self._start_or_queue(self._live_run(thread, run, tuple(client_tools)))
+            self._start_or_queue(thread, run, tuple(client_tools))
         finally:
             self._sending.discard(thread_id)
         return run.run_id
