@@ -94,9 +94,12 @@ class Mailbox(Generic[M]):
         ref = self._ref
         if ref is None and self._exited_ref is not None:
             ref = self._exited_ref()
-            if ref is None:  # nothing else holds it: an equal address of the exited actor
+            if ref is None:
+                # Nothing held it: a new address of the exited actor, held weakly as the
+                # first was, so that it too is one object for as long as anything holds it.
                 assert self._exited_node is not None
                 ref = _exited_ref(self._exited_node, self)
+                self._exited_ref = weakref.ref(ref)
         assert ref is not None, "a mailbox's ref is set when its actor is spawned"
         return ref
 

@@ -280,7 +280,7 @@ async def test_an_exited_actor_is_freed_when_its_last_ref_is_dropped() -> None:
         assert mailboxes[0]() is None
 
 
-async def test_mailbox_ref_after_exit_is_the_actors_ref_or_an_equivalent_one() -> None:
+async def test_mailbox_ref_after_exit_is_one_ref_while_it_is_held() -> None:
     kept: list[Mailbox[str]] = []
 
     async def quick(mailbox: Mailbox[str]) -> None:
@@ -297,6 +297,7 @@ async def test_mailbox_ref_after_exit_is_the_actors_ref_or_an_equivalent_one() -
         again = mailbox.ref  # nothing held it: another address of the same exited actor
         assert again.info == info
         assert again.exit_reason == Normal()
-        assert mailbox.ref.info == info
+        assert mailbox.ref is again  # and the same one from then on, while it is held
+        assert {again: "x"}.get(mailbox.ref) == "x"
         with pytest.raises(MailboxClosed, match="actor 'quick' is not accepting messages"):
             again.tell_nowait("late")
