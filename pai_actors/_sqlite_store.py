@@ -199,6 +199,7 @@ class SqliteStore:
     def transaction(self) -> Transaction:
         return Transaction(self)
 
+    @trio.lowlevel.enable_ki_protection  # a Ctrl-C inside would strand the group (see below)
     async def commit(self, writes: Sequence[Write]) -> None:
         """Apply ``writes`` atomically: group commit.
 
@@ -207,7 +208,10 @@ class SqliteStore:
         in one SQLite transaction (one fsync under ``durability="full"``), each under its
         own savepoint: a conflict refuses that writer's batch alone, in the order they
         joined. Once a commit has joined a group it is not cancellable: it returns applied,
-        or raises with nothing of it written.
+        or raises with nothing of it written. A ``KeyboardInterrupt`` waits, as a cancellation
+        does, for the caller's next checkpoint: arriving between two lines here it would leave
+        a leader's group never written (every later commit joining it) or a joiner listed for
+        a wake-up after it left.
         """
         db = self._connection()
         await trio.lowlevel.checkpoint_if_cancelled()

@@ -378,6 +378,24 @@ async def test_a_commit_cancelled_after_it_joined_a_group_is_written_then_cancel
         assert await store.get_thread("t2") == thread("t2")
 
 
+async def test_a_group_commit_is_protected_from_keyboard_interrupt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    protected: list[bool] = []
+    original = SqliteStore._write
+
+    def noting(self: SqliteStore, db: Any, group: Any) -> None:
+        protected.append(trio.lowlevel.currently_ki_protected())
+        original(self, db, group)
+
+    monkeypatch.setattr(SqliteStore, "_write", noting)
+    with SqliteStore(tmp_path / "k.db") as store:
+        async with store.transaction() as tx:
+            tx.create_thread(thread("t1"))
+        assert not trio.lowlevel.currently_ki_protected()  # the caller's code is not
+    assert protected == [True]
+
+
 async def test_a_commit_cancelled_before_it_joins_a_group_writes_nothing(tmp_path: Path) -> None:
     with SqliteStore(tmp_path / "c.db") as store:
         with trio.CancelScope() as scope:
