@@ -208,6 +208,8 @@ class AgentRuntime:
                 await self._park_unstarted(unstarted)
             return result
         finally:
+            for run_id in list(self._queued):  # never to start here: wait_idle stops waiting
+                self._unqueue(run_id)
             self._hub.close()
             for close in self.on_close:
                 close()

@@ -225,6 +225,34 @@ async def test_queued_runs_left_by_a_closed_runtime_go_on_in_the_next(
     assert gate.started == ["j0", "j1", "j2"]  # the cancelled call is not run again
 
 
+async def test_wait_idle_on_a_queued_run_returns_when_the_runtime_closes(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    gate = Gate()
+    returned: list[str] = []
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            async with create_test_runtime(
+                gate.agent(), model=OneCallModel("gate"), max_active_runs=1
+            ) as rt:
+                first = await rt.create_thread("s")
+                await rt.send(first, "j0")
+                queued = await rt.create_thread("s")
+                await rt.send(queued, "j1")
+
+                async def wait(thread_id: str) -> None:
+                    await rt.wait_idle(thread_id)
+                    returned.append(thread_id)
+
+                nursery.start_soon(wait, first)
+                nursery.start_soon(wait, queued)
+                await trio.testing.wait_all_tasks_blocked()
+                assert returned == []  # one run holds the slot, the other waits for it
+    # The close stopped the first run and left the queued one to the next runtime: neither
+    # thread has anything running here any more, so neither wait is left hanging.
+    assert sorted(returned) == sorted([first, queued])
+
+
 @pytest.mark.parametrize("value", [0, -1, True, 2.5, "8"])
 def test_a_bad_limit_is_refused_at_creation(value: Any) -> None:
     agent = define_agent(name="a", tools={"ask": ask_tool})
