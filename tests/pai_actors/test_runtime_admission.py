@@ -188,8 +188,10 @@ async def test_cancelling_a_queued_run_records_it_and_it_never_starts(
             await rt.send(first, "j0")
             queued = await rt.create_thread("s")
             run_id = await rt.send(queued, "j1")
-            await rt.cancel_run(run_id)
-            await rt.wait_idle(queued)  # no longer waits for a slot
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(rt.wait_idle, queued)  # waits for the run, queued...
+                await trio.testing.wait_all_tasks_blocked()
+                await rt.cancel_run(run_id)  # ...and returns once it is cancelled
             gate.release("j0")
             await rt.wait_idle(first)
             await trio.testing.wait_all_tasks_blocked()
