@@ -652,9 +652,10 @@ class AgentRuntime:
         try:
             thread = await self._load(thread_id)
             client_tools = check_client_tools(self.agent_of(thread), client_tools)
-            active = await self.store.get_active_run(thread_id)
-            if active is not None or thread_id in self._threads:
-                raise self._busy(thread_id, active)
+            if thread_id in self._threads:  # a run was activated meanwhile
+                raise self._busy(thread_id, None)
+            # A stored active run (a waiting one, or one another runtime on the store started)
+            # refuses the commit below: a thread has one run at a time. No read before it.
             run = RunRecord(
                 thread_id=thread_id,
                 run_id=self.new_id("run"),
@@ -675,7 +676,7 @@ class AgentRuntime:
                 async with self.transaction() as tx:
                     tx.append_message(thread_id, message)
                     run = tx.put_run(run)
-            except StoreConflict as exc:  # another runtime on the store started a run?
+            except StoreConflict as exc:  # the thread has an active run?
                 active = await self.store.get_active_run(thread_id)
                 if active is None:  # no: a real conflict (e.g. a reused id), not a busy thread
                     raise

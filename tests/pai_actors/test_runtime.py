@@ -419,10 +419,12 @@ async def test_one_run_per_thread_and_tool_data(autojump_clock: trio.testing.Moc
             thread_id = await rt.create_thread("s")
             await rt.send(thread_id, "go")
             await rt.wait_idle(thread_id)
-            with pytest.raises(ThreadBusy):
+            before = await rt.get_state(thread_id)
+            with pytest.raises(ThreadBusy, match="already has the active run"):
                 await rt.send(thread_id, "again")
             [action] = await rt.pending_actions(thread_id)
             state = await rt.get_state(thread_id)
+    assert state == before  # the refused send wrote nothing
     assert action.input == {"summary": "{'pct': 100}"}
     [part] = tool_parts(state)
     assert [i.value for i in part.data["progress"]] == [{"pct": 100}]
