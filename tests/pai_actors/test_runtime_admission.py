@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -94,6 +95,20 @@ async def statuses(rt: Any, thread_ids: list[str]) -> list[str]:
     return [(await rt.get_state(t)).runs[-1].status for t in thread_ids]
 
 
+@asynccontextmanager
+async def one_running_one_queued(gate: Gate) -> AsyncIterator[tuple[Any, str, str, str]]:
+    """A runtime with one slot: thread ``first``'s run holds it (its call waits at the gate
+    for ``"j0"``), thread ``queued``'s run waits for it. Yields ``(rt, first, queued,
+    queued_run_id)``."""
+    async with create_test_runtime(
+        gate.agent(), model=OneCallModel("gate"), max_active_runs=1
+    ) as rt:
+        first = await rt.create_thread("s")
+        await rt.send(first, "j0")
+        queued = await rt.create_thread("s")
+        yield rt, first, queued, await rt.send(queued, "j1")
+
+
 async def test_runs_past_the_limit_wait_stored_and_start_in_order(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -181,13 +196,7 @@ async def test_cancelling_a_queued_run_records_it_and_it_never_starts(
 ) -> None:
     gate = Gate()
     with trio.fail_after(10):
-        async with create_test_runtime(
-            gate.agent(), model=OneCallModel("gate"), max_active_runs=1
-        ) as rt:
-            first = await rt.create_thread("s")
-            await rt.send(first, "j0")
-            queued = await rt.create_thread("s")
-            run_id = await rt.send(queued, "j1")
+        async with one_running_one_queued(gate) as (rt, first, queued, run_id):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(rt.wait_idle, queued)  # waits for the run, queued...
                 await trio.testing.wait_all_tasks_blocked()
@@ -234,13 +243,7 @@ async def test_wait_idle_on_a_queued_run_returns_when_the_runtime_closes(
     returned: list[str] = []
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
-            async with create_test_runtime(
-                gate.agent(), model=OneCallModel("gate"), max_active_runs=1
-            ) as rt:
-                first = await rt.create_thread("s")
-                await rt.send(first, "j0")
-                queued = await rt.create_thread("s")
-                await rt.send(queued, "j1")
+            async with one_running_one_queued(gate) as (rt, first, queued, _):
 
                 async def wait(thread_id: str) -> None:
                     await rt.wait_idle(thread_id)
