@@ -22,7 +22,7 @@ And the test runtime:
 - :func:`create_test_runtime` runs an agent on the production code paths (the same actors, a
   real store: a :class:`~pai_actors.MemoryStore` by default) with a scripted model and
   deterministic ids (``thread_1``, ``run_2``, ...: one counter per runtime, never
-  ``uuid4``), so a run replays identically under ``trio.testing.MockClock``. The ids stay
+  random ones), so a run replays identically under ``trio.testing.MockClock``. The ids stay
   unique per store: the n-th test runtime created on the same data (n >= 2: a
   :class:`~pai_actors.MemoryStore` reopened on the same backing, or the same store object)
   prefixes its ids with its generation (``run_g2_1``, ...). Its timestamps read trio's
