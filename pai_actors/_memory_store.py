@@ -40,6 +40,7 @@ from ._store import (
     SaveFile,
     Transaction,
     Write,
+    check_revision,
     open_actions,
 )
 
@@ -293,7 +294,7 @@ def _apply(tables: _Tables, writes: Sequence[Write], sequence: Any) -> _Tables:
             key = f"call {call.tool_call_id!r}"
             thread = thread_of(call.thread_id, key)
             found = thread.calls.get(call.tool_call_id)
-            _check_revision(None if found is None else found[1], call.revision, key)
+            check_revision(None if found is None else found[1].revision, call.revision, key)
             number = next(sequence) if found is None else found[0]
             thread.calls[call.tool_call_id] = (number, write.stored)
         elif isinstance(write, PutToolPart):
@@ -325,7 +326,7 @@ def _apply(tables: _Tables, writes: Sequence[Write], sequence: Any) -> _Tables:
             run = write.run
             key = f"run {run.run_id!r}"
             old_run = runs.get(run.run_id)
-            _check_revision(old_run, run.revision, key)
+            check_revision(None if old_run is None else old_run.revision, run.revision, key)
             if old_run is not None and old_run.thread_id != run.thread_id:
                 raise StoreConflict(
                     key,
@@ -356,22 +357,3 @@ def _apply(tables: _Tables, writes: Sequence[Write], sequence: Any) -> _Tables:
     for thread_id, changed in work.items():
         threads[thread_id] = changed.finish()
     return _Tables(threads=threads.finish(), runs=runs.finish(), files=files.finish())
-
-
-def _check_revision(stored: RunRecord | StoredCall | None, revision: int, key: str) -> None:
-    if stored is None:
-        if revision != 0:
-            raise StoreConflict(
-                key,
-                f"does not exist, but was written with revision {revision}; a new record "
-                "has revision 0",
-            )
-        return
-    if revision == 0:
-        raise StoreConflict(key, "already exists; read it and write the changed record back")
-    if stored.revision != revision:
-        raise StoreConflict(
-            key,
-            f"was written with revision {revision}, but the store holds revision "
-            f"{stored.revision}: another writer changed it; read it again and re-apply",
-        )

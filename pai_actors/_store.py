@@ -40,7 +40,7 @@ from typing import Protocol, TypeAlias
 
 from ._actions import PendingActionRef
 from ._call_record import CallRecord
-from ._errors import StoreError
+from ._errors import StoreConflict, StoreError
 from ._json import JsonValue
 from ._parts import Message, ToolDataItem, ToolPart
 from ._records import (
@@ -290,6 +290,27 @@ class Store(Protocol):
     async def read_file(self, file_id: str, *, scope_key: str) -> StoredFileBody | None:
         """The file and its body, or ``None`` if it is missing or of another scope."""
         ...
+
+
+def check_revision(stored: int | None, revision: int, key: str) -> None:
+    """Raise the :class:`StoreConflict` of writing ``key`` with ``revision`` over the stored
+    revision (``None``: nothing stored). Every backend refuses in these words."""
+    if stored is None:
+        if revision != 0:
+            raise StoreConflict(
+                key,
+                f"does not exist, but was written with revision {revision}; a new record "
+                "has revision 0",
+            )
+        return
+    if revision == 0:
+        raise StoreConflict(key, "already exists; read it and write the changed record back")
+    if stored != revision:
+        raise StoreConflict(
+            key,
+            f"was written with revision {revision}, but the store holds revision "
+            f"{stored}: another writer changed it; read it again and re-apply",
+        )
 
 
 def open_actions(call: StoredCall) -> list[OpenAction]:
