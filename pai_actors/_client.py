@@ -51,6 +51,7 @@ from ._frames import PROTOCOL_VERSION, encode
 from ._json import JsonValue
 from ._pending import PendingActionView
 from ._records import UploadedFile
+from ._state import RunState
 
 _log = logging.getLogger("pai_actors.client")
 _CLOSE_GRACE = 2.0
@@ -211,9 +212,13 @@ class Client:
         result = await self.request("failAction", ref=ref.to_wire(), error=str(error))
         return ActionResult.model_validate(result["actionResult"])
 
-    async def cancel_run(self, run_id: str, reason: str | None = None) -> None:
-        """Cancel a run of this scope; returns once its cancellation is recorded."""
-        await self.request("cancelRun", runId=run_id, reason=reason)
+    async def cancel_run(self, run_id: str, reason: str | None = None) -> RunState:
+        """Cancel a run of this scope; returns once its cancellation is recorded, with the
+        run's state: ``cancelled``, or the status it had already ended with."""
+        result = await self.request("cancelRun", runId=run_id, reason=reason)
+        return RunState.model_validate(
+            {to_snake(name): value for name, value in result["run"].items()}
+        )
 
     async def read_file(self, file_id: str) -> FileDownload:
         """A file of this scope (:class:`ServerError` ``not-found`` otherwise)."""

@@ -23,7 +23,7 @@ from ._parts import Message, ToolPart
 from ._pending import PendingActionView
 from ._registration import ClientTool
 from ._replica import ThreadReplica
-from ._state import ThreadState
+from ._state import RunState, ThreadState
 from ._watch import ThreadUpdate
 
 if TYPE_CHECKING:
@@ -101,8 +101,9 @@ class ClientThread:
         )
         return str(result["runId"])
 
-    async def cancel_run(self, run_id: str, reason: str | None = None) -> None:
-        await self._client.cancel_run(run_id, reason)
+    async def cancel_run(self, run_id: str, reason: str | None = None) -> RunState:
+        """Cancel a run of this thread (see :meth:`Client.cancel_run`)."""
+        return await self._client.cancel_run(run_id, reason)
 
     def pending_actions(self) -> list[PendingActionView]:
         """The pending actions the thread's parts show, in part order (from the local state)."""

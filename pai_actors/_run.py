@@ -426,9 +426,11 @@ async def record_cancelled(
     *,
     keep_pending: bool = False,
     started: frozenset[str] | set[str] = frozenset(),
+    end_run: bool = False,
 ) -> bool:
     """Record every unfinished call of the run as cancelled (with ``keep_pending``, only the
-    running ones); return whether a pending call was kept.
+    running ones); return whether a pending call was kept. With ``end_run``, the run is
+    recorded cancelled in the same commit, unless it is over (then nothing is written).
 
     With ``keep_pending``, an accepted submission (:func:`resumable`) whose resume has not
     begun ``execute`` (its action id is not in ``started``) is kept too: a later runtime resumes it.
@@ -438,6 +440,9 @@ async def record_cancelled(
     again.
     """
     while True:
+        run = await rt.store.get_run(run_id) if end_run else None
+        if end_run and (run is None or not run.active):
+            return False
         kept = False
         cancelled: list[tuple[StoredCall, CallRecord]] = []
         for call in await rt.store.list_calls(thread_id):
@@ -459,7 +464,9 @@ async def record_cancelled(
             async with rt.transaction() as tx:
                 for call, record in cancelled:
                     stage_call(tx, call, record)
-        except StoreConflict:  # a call changed meanwhile: judge them all again
+                if run is not None:
+                    tx.put_run(run.model_copy(update={"status": "cancelled"}))
+        except StoreConflict:  # a call (or the run) changed meanwhile: judge them all again
             continue
         return kept
 

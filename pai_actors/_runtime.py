@@ -77,7 +77,7 @@ from ._registration import ClientTool, call_callback
 from ._resolution import resolve
 from ._run import CLEANUP_SECONDS, LiveRun, record_cancelled, resumable, run_actor
 from ._run_io import stage_call
-from ._state import RunStatus, ThreadState
+from ._state import RunState, RunStatus, ThreadState
 from ._store import Store, Transaction
 from ._trigger import is_notification, notification_message
 from ._watch import (
@@ -737,10 +737,15 @@ class AgentRuntime:
             runs=tuple(run.state for run in await self.store.list_runs(thread_id)),
         )
 
-    async def cancel_run(self, run_id: str, reason: str | None = None) -> None:
-        """Cancel a run: every unfinished call in it is recorded as cancelled, then the run.
+    async def cancel_run(self, run_id: str, reason: str | None = None) -> RunState:
+        """Cancel a run: every unfinished call in it is recorded as cancelled (with
+        ``reason``), and the run, in one commit.
 
-        Returns once that is recorded. A run that is already over is left as it is.
+        Returns the run's state once that is recorded: ``cancelled``, or, for a run that was
+        already over (or ended before the cancellation reached it), the status it ended
+        with, left as it is. A submission racing the cancellation is either accepted before
+        it (and its call then cancelled with the run, or its work done if the run ended
+        first) or rejected. :class:`PaiError` if there is no such run.
         """
         self._check_open()
         live = self._runs.get(run_id)
@@ -751,21 +756,26 @@ class AgentRuntime:
                 controller.abort(reason)
             live.scope.cancel()
             await live.done.wait()
-            return
+            return await self._run_state(run_id)
         # Not alive: no submission resolves and no activation starts it until it is recorded.
         self._cancelling.add(run_id)
         try:
             run = await self.store.get_run(run_id)
             if run is None:
                 raise PaiError(f"no run {run_id!r}; use a run_id that send() returned")
-            if run.active:
-                await record_cancelled(self, run.thread_id, run_id, reason)
-                async with self.transaction() as tx:
-                    tx.put_run(run.model_copy(update={"status": "cancelled"}))
-                self.notify(run.thread_id)
+            # Re-read and judged again whenever a submission changed the run or a call
+            # meanwhile (a store conflict is the race, not an error).
+            await record_cancelled(self, run.thread_id, run_id, reason, end_run=True)
+            self.notify(run.thread_id)
         finally:
             self._cancelling.discard(run_id)
             self._unqueue(run_id)
+        return await self._run_state(run_id)
+
+    async def _run_state(self, run_id: str) -> RunState:
+        run = await self.store.get_run(run_id)
+        assert run is not None, "runs are never deleted"
+        return run.state
 
     def _unqueue(self, run_id: str) -> None:
         """Drop a queued activation (its run was cancelled: it would not start anyway)."""

@@ -49,6 +49,7 @@ from ._errors import (
     MigrationRequired,
     PaiError,
     RuntimeClosed,
+    StoreError,
     ThreadBusy,
     ThreadNotFound,
 )
@@ -292,6 +293,11 @@ class _Connection:
             return error_frame("migration-required", str(exc), request.id)
         except RuntimeClosed as exc:
             return error_frame("shutting-down", str(exc), request.id)
+        except StoreError:  # the server's trouble, not the client's: never invalid-request
+            _log.exception("request %r failed in the store", request.op)
+            return error_frame(
+                "internal", "the server failed to carry out this request; see its log", request.id
+            )
         except (PaiError, ValueError, TypeError) as exc:
             return error_frame("invalid-request", str(exc), request.id)
         except Exception:
@@ -345,8 +351,8 @@ class _Connection:
             run = await rt.store.get_run(request.run_id)
             if run is None or not await self._owns(run.thread_id):
                 raise _Refused("not-found", f"no run {request.run_id!r} in your scope")
-            await rt.cancel_run(request.run_id, request.reason)
-            return {}
+            ended = await rt.cancel_run(request.run_id, request.reason)
+            return {"run": ended.to_wire()}
         assert isinstance(request, ReadFileRequest)
         try:
             found = await rt.read_file(request.file_id, scope_key=self.identity.scope_key)

@@ -45,7 +45,7 @@ from ._json import JsonValue
 from ._pending import PendingActionView
 from ._registration import ClientTool
 from ._runtime import AgentRuntime
-from ._state import ThreadState
+from ._state import RunState, ThreadState
 
 T = TypeVar("T")
 
@@ -275,8 +275,9 @@ class ThreadedRuntime:
         checked = _ref(ref)
         return self.call(lambda rt: rt.fail_action(checked, error))
 
-    def cancel_run(self, run_id: str, reason: str | None = None) -> ThreadedFuture[None]:
-        """:meth:`AgentRuntime.cancel_run`: resolved once the cancellation is recorded."""
+    def cancel_run(self, run_id: str, reason: str | None = None) -> ThreadedFuture[RunState]:
+        """:meth:`AgentRuntime.cancel_run`: resolved once the cancellation is recorded, with
+        the run's state (``cancelled``, or the status it had already ended with)."""
         return self.call(lambda rt: rt.cancel_run(run_id, reason))
 
     def call(self, function: Callable[..., Awaitable[T]], /, *args: Any) -> ThreadedFuture[T]:

@@ -123,7 +123,8 @@ async def test_the_client_creates_sends_reads_and_resolves() -> None:
             assert (await cancel.cancel("not now")).status == "accepted"
             assert (await fail.fail(RuntimeError("no paper"))).status == "accepted"
             run_id = keep.ref.run_id
-            await others[2].cancel_run(run_id, "changed my mind")
+            cancelled = await others[2].cancel_run(run_id, "changed my mind")
+            assert (cancelled.run_id, cancelled.status) == (run_id, "cancelled")
             for t in (thread, *others):
                 await s.rt.wait_idle(t.thread_id)
             states = [await t.refresh() for t in (thread, *others)]

@@ -34,7 +34,7 @@ from trio_websocket import (
     WebSocketConnection,
 )
 
-from pai_actors import MemoryStore, ThreadState, ToolPart, UploadedFile
+from pai_actors import MemoryStore, StoreConflict, ThreadState, ToolPart, UploadedFile
 from pai_actors.server import Identity, open_server
 from pai_actors.testing import create_test_runtime
 
@@ -253,7 +253,9 @@ async def test_watch_then_cancel_run_then_unwatch() -> None:
             s.app.tick()
             await alice.frames_until(has_data("t0"))
 
-            assert await alice.ok("cancelRun", runId=run_id, reason="enough") == {}
+            assert await alice.ok("cancelRun", runId=run_id, reason="enough") == {
+                "run": {"runId": run_id, "status": "cancelled", "error": None}
+            }
             state = await s.rt.get_state(thread_id)
             [part] = tool_parts(state)
             assert (part.state, state.runs[-1].status) == ("output-error", "cancelled")
@@ -715,3 +717,31 @@ async def closing_reason(ws: WebSocketConnection) -> CloseReason:
         with contextlib.suppress(ConnectionClosed):
             await ws.get_message()
     return ws.closed
+
+
+class _ConflictingStore(MemoryStore):
+    """Refuses every commit once ``broken``, as a store another writer raced would."""
+
+    broken = False
+
+    async def commit(self, writes: Any) -> None:
+        if self.broken:
+            raise StoreConflict("run 'run_x'", "was written with revision 2, but ...")
+        await super().commit(writes)
+
+
+async def test_a_store_failure_is_internal_and_logged_never_invalid_request(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = _ConflictingStore()
+    with trio.fail_after(10):
+        async with serving(store=store) as s, open_raw(s.url) as ws:
+            alice = Raw(ws)
+            thread_id = await alice.thread()
+            store.broken = True
+            answer = await alice("send", threadId=thread_id, text="hello")
+            store.broken = False
+    assert (answer["type"], answer["code"]) == ("error", "internal")
+    assert "revision" not in answer["message"]  # the store's words stay in the log
+    assert "request 'send' failed in the store" in caplog.text
+    assert "was written with revision 2" in caplog.text
