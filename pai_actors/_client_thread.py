@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import trio
 from pydantic import TypeAdapter
@@ -35,8 +35,13 @@ _UPDATE: TypeAdapter[ThreadUpdate] = TypeAdapter(ThreadUpdate)
 @dataclass(frozen=True)
 class ThreadResynced:
     """Yielded by a client watch when the thread's state was replaced by a snapshot (the
-    server could not replay what the client missed); ``state`` is the new state."""
+    server could not replay what the client missed); ``state`` is the new state.
 
+    ``type`` is ``"resynced"``, so ``update.type == ...`` tells it from the
+    :data:`~pai_actors.ThreadUpdate` classes a watch yields beside it (and narrows the type).
+    """
+
+    type: ClassVar[Literal["resynced"]] = "resynced"
     thread_id: str
     state: ThreadState
 

@@ -5,23 +5,48 @@ after a submitted suspension); ``ctx.suspend(...)`` and ``ctx.fail(...)`` build 
 ``execute`` returns to suspend or to fail deliberately; ``ctx.signal`` is the call's
 :class:`AbortSignal`; ``ctx.data`` writes tool data through the call's actor.
 
+Typing: ``ToolContext[InputT, ContextT]`` is generic in ``ctx.input`` and ``ctx.context``
+(both default to ``Any``, so a bare ``ToolContext`` means ``ToolContext[Any, Any]``);
+:func:`~pai_actors.define_tool` infers them from ``input_schema`` and ``context_schema``.
+``ctx.tools`` is a :class:`~pai_actors.ToolCallMap` (``ctx.tools.<name>`` is a
+:class:`~pai_actors.BoundTool`), ``ctx.capabilities`` a :class:`~pai_actors.Capabilities`
+(a facade by attribute is ``Any``: a tool's declared ctx names are not part of its type).
+The types of ``tools``, ``files`` and ``agents`` are named under ``TYPE_CHECKING`` only:
+their modules build ``ToolContext`` values, so importing them here would be a cycle.
+
 Concurrency: an :class:`AbortController` and its signal belong to one trio run; ``abort`` is
 synchronous and idempotent (the first reason wins), and every waiter of ``wait`` wakes once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal
 
 import trio
+from typing_extensions import TypeVar
 
+from ._acquire import Capabilities
 from ._actions import PendingActionRef
 from ._blocking import require_trio
 from ._json import JsonValue
 from ._parts import ToolDataItem
+
+if TYPE_CHECKING:
+    from ._agents import AgentRunner
+    from ._children import ToolCallMap
+    from ._files import ScopedFiles
+
+InputT = TypeVar("InputT", covariant=True, default=Any)
+"""The type of ``ctx.input``: what the tool's ``input_schema`` parses to."""
+ContextT = TypeVar("ContextT", covariant=True, default=Any)
+"""The type of ``ctx.context``: the agent's ``runtime_context`` or the registration's
+``map_context`` result (not parsed: the type is the tool's declaration, not a check)."""
+
+# ``files`` and ``agents`` of a ToolContext made by hand rather than by a runtime (``None``);
+# typed ``Any`` so that the fields can carry their real types for every context a tool sees.
+_NOT_FROM_A_RUNTIME: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,27 +202,37 @@ class ToolDataWriter:
         return self._list(name)
 
 
+def _no_children() -> ToolCallMap:
+    from ._children import ToolCallMap  # imported when used: _children builds ToolContexts
+
+    return ToolCallMap({})
+
+
 @dataclass(frozen=True, slots=True, eq=False)
-class ToolContext:
+class ToolContext(Generic[InputT, ContextT]):
     """What ``execute(ctx)`` receives (API §3): input, context, where it runs, how it began.
 
-    ``tools`` is the :class:`ToolCallMap` of the tool's declared children (empty when it
-    declares none); ``capabilities`` the acquired facades (empty when it declares none);
-    ``files`` its :class:`ScopedFiles`; ``agents`` its :class:`AgentRunner`.
+    ``ToolContext[InputT, ContextT]``: ``input`` is what the tool's ``input_schema`` parsed
+    (a model instance for a pydantic model class), ``context`` the tool's context;
+    ``define_tool`` infers both parameters (see ``docs/guides/typing.md``). ``tools`` is the
+    :class:`ToolCallMap` of the tool's declared children (empty when it declares none);
+    ``capabilities`` the acquired facades (empty when it declares none); ``files`` its
+    :class:`ScopedFiles`; ``agents`` its :class:`AgentRunner` (both ``None`` only in a
+    context made by hand, not by a runtime).
     """
 
-    input: Any
-    context: Any
+    input: InputT
+    context: ContextT
     agent_id: str
     thread: ToolThread
     signal: AbortSignal
     entry: InitialEntry | ResumeEntry
     data: ToolDataWriter
     suspend_history: list[dict[str, JsonValue]] = field(default_factory=list)
-    tools: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-    capabilities: Any = None
-    files: Any = None
-    agents: Any = None
+    tools: ToolCallMap = field(default_factory=_no_children)
+    capabilities: Capabilities = field(default_factory=Capabilities)
+    files: ScopedFiles = _NOT_FROM_A_RUNTIME
+    agents: AgentRunner = _NOT_FROM_A_RUNTIME
     _trigger: Callable[..., Awaitable[None]] | None = None
 
     def suspend(self, name: str, input: Any) -> ToolSuspendResult:

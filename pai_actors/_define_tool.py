@@ -1,4 +1,11 @@
-"""``define_tool``: check a tool's arguments at construction and build its definition."""
+"""``define_tool``: check a tool's arguments at construction and build its definition.
+
+Its signature is where the types of ``ctx.input`` and ``ctx.context`` come from:
+``input_schema`` and ``context_schema`` are ``TypeForm`` values (PEP 747), so a pydantic model
+class, ``list[Item]``, ``Literal[...]`` or ``int | None`` each gives ``execute`` a
+``ToolContext`` of that input type; a :func:`json_schema` (or a pydantic ``TypeAdapter``)
+gives ``Any``.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,10 @@ import inspect
 import reprlib
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, overload
+
+from pydantic import TypeAdapter
+from typing_extensions import TypeForm, TypeVar
 
 from ._capability import Capability
 from ._errors import SchemaError, ToolDefinitionError
@@ -22,6 +32,14 @@ from ._tool import (
     frozen_mapping,
 )
 
+if TYPE_CHECKING:  # _context imports the runtime's collaborators, which import this module
+    from ._context import ToolContext
+
+# Solved from ``input_schema`` / ``context_schema`` (or from ``execute``'s annotation);
+# ``Any`` when nothing says (a json_schema input, no context_schema, an unannotated lambda).
+InputT = TypeVar("InputT", default=Any)
+ContextT = TypeVar("ContextT", default=Any)
+
 
 class _Required:
     def __repr__(self) -> str:
@@ -36,6 +54,40 @@ _repr = reprlib.Repr()
 _repr.maxstring = _repr.maxother = 60
 
 
+# Two overloads because a checker solves a type variable from a ``TypeForm`` only when the
+# parameter is that ``TypeForm`` alone: in a union (with ``Schema``, or with ``None``) it
+# infers ``object`` for ``Literal[...]`` and refuses ``X | None``. For the same reason
+# ``context_schema`` is not ``... | None``: leave it out rather than pass ``None``.
+@overload
+def define_tool(
+    *,
+    id: str = ...,
+    description: str | Callable[[DescriptionContext[ContextT]], str] = ...,
+    input_schema: TypeForm[InputT] = ...,
+    output_schema: ToolSchema | None = None,
+    to_model_output: Callable[..., Any] | None = None,
+    context_schema: TypeForm[ContextT] = ...,
+    suspend: Mapping[str, SuspendPoint] | None = None,
+    data_schemas: Mapping[str, ToolSchema] | None = None,
+    capabilities: Mapping[str, Capability] | None = None,
+    tools: Mapping[str, ToolDefinition | ToolRegistration] | None = None,
+    execute: Callable[[ToolContext[InputT, ContextT]], object] | None = None,
+) -> ToolDefinition[InputT, ContextT]: ...
+@overload
+def define_tool(
+    *,
+    id: str = ...,
+    description: str | Callable[[DescriptionContext[ContextT]], str] = ...,
+    input_schema: Schema | TypeAdapter[Any] = ...,
+    output_schema: ToolSchema | None = None,
+    to_model_output: Callable[..., Any] | None = None,
+    context_schema: TypeForm[ContextT] = ...,
+    suspend: Mapping[str, SuspendPoint] | None = None,
+    data_schemas: Mapping[str, ToolSchema] | None = None,
+    capabilities: Mapping[str, Capability] | None = None,
+    tools: Mapping[str, ToolDefinition | ToolRegistration] | None = None,
+    execute: Callable[[ToolContext[Any, ContextT]], object] | None = None,
+) -> ToolDefinition[Any, ContextT]: ...
 def define_tool(
     *,
     id: str = _REQUIRED,
@@ -43,12 +95,12 @@ def define_tool(
     input_schema: ToolSchema = _REQUIRED,
     output_schema: ToolSchema | None = None,
     to_model_output: Callable[..., Any] | None = None,
-    context_schema: Any = None,
+    context_schema: ToolSchema = None,
     suspend: Mapping[str, SuspendPoint] | None = None,
-    data_schemas: Mapping[str, Any] | None = None,
+    data_schemas: Mapping[str, ToolSchema] | None = None,
     capabilities: Mapping[str, Capability] | None = None,
     tools: Mapping[str, ToolDefinition | ToolRegistration] | None = None,
-    execute: Callable[[Any], Any] | None = None,
+    execute: Callable[[ToolContext], object] | None = None,
 ) -> ToolDefinition:
     """Define a tool: check every argument now and return an immutable :class:`ToolDefinition`.
 
@@ -61,6 +113,14 @@ def define_tool(
     ``context_schema`` documents the context the tool needs; it is not parsed. A child in
     ``tools`` is a definition, or a :class:`ToolRegistration` giving it its own
     ``map_context`` / ``enabled`` / ``on_output`` (kept in ``definition.tools`` as given).
+
+    Typing: the result is a ``ToolDefinition[InputT, ContextT]`` and ``execute`` receives a
+    ``ToolContext[InputT, ContextT]``. ``InputT`` is what ``input_schema`` parses to (the
+    model class for a pydantic model, ``list[Item]`` for ``list[Item]``, ``Any`` for
+    ``json_schema(...)``); ``ContextT`` is ``context_schema`` when given, else what
+    ``execute``'s ``ctx`` annotation says, else ``Any``. A mismatch, such as an ``execute``
+    annotated ``ToolContext[Quote]`` on a tool whose ``input_schema`` is ``Order``, is a
+    type error.
 
     Every misuse raises :class:`ToolDefinitionError`, naming the tool and the argument:
     a missing, non-``str``, empty or whitespace-padded ``id``; a missing ``description`` or

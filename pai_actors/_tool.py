@@ -5,6 +5,12 @@ a :class:`ToolDefinition`; this module holds the definition itself, its :class:`
 the :class:`SuspendPoint` declarations, what description callbacks receive
 (:class:`DescriptionContext`, :class:`ChildToolInfo`) and the :class:`ToolWireSpec` that
 identifies a definition's wire contract.
+
+Typing: ``ToolDefinition[InputT, ContextT]`` carries the types its ``execute`` sees as
+``ctx.input`` and ``ctx.context`` (``define_tool`` infers them from its schemas), and
+``DescriptionContext[ContextT]`` the type of a description callback's ``context``. Both
+parameters default to ``Any`` and are covariant, so definitions of different tools go
+together in one mapping (``{"quote": quote_tool, "order": order_tool}``).
 """
 
 from __future__ import annotations
@@ -13,11 +19,19 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal
+
+from typing_extensions import TypeVar
 
 from ._capability import Capability
 from ._json import JsonValue
 from ._schema import Schema
+
+if TYPE_CHECKING:  # _context imports the runtime's collaborators, which import this module
+    from ._context import ToolContext
+
+InputT = TypeVar("InputT", covariant=True, default=Any)
+ContextT = TypeVar("ContextT", covariant=True, default=Any)
 
 JsonSchema = dict[str, JsonValue]
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -55,7 +69,7 @@ class ChildToolInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class DescriptionContext:
+class DescriptionContext(Generic[ContextT]):
     """What a ``description`` callback receives before each model step.
 
     ``context`` is the tool's mapped context; ``tools`` is a read-only mapping of its
@@ -63,7 +77,7 @@ class DescriptionContext:
     absent).
     """
 
-    context: Any
+    context: ContextT
     tools: Mapping[str, ChildToolInfo] = field(default_factory=lambda: _EMPTY)
 
     def __post_init__(self) -> None:
@@ -143,7 +157,7 @@ class ToolWireSpec:
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
-class ToolDefinition:
+class ToolDefinition(Generic[InputT, ContextT]):
     """An immutable tool definition, made by ``define_tool``.
 
     ``id`` is the stable identity of the tool's wire spec; ``config`` holds its schemas and
@@ -152,6 +166,8 @@ class ToolDefinition:
     ``execute`` is the backend implementation, or ``None`` when a client submits the output.
     One definition can be registered under several names and on several agents; it compares
     by identity. Do not construct it directly: ``define_tool`` checks the arguments.
+    ``ToolDefinition[InputT, ContextT]``: the ``ctx.input`` and ``ctx.context`` types of its
+    ``execute`` (a bare ``ToolDefinition`` is ``ToolDefinition[Any, Any]``).
     """
 
     kind: ClassVar[Literal["tool"]] = "tool"
@@ -160,7 +176,7 @@ class ToolDefinition:
     config: ToolConfig
     capabilities: Mapping[str, Capability]
     tools: Mapping[str, ToolDefinition]
-    execute: Callable[[Any], Any] | None
+    execute: Callable[[ToolContext[InputT, ContextT]], Any] | None
     _schemas: ToolSchemas
 
     @property
