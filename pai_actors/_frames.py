@@ -7,24 +7,37 @@ and sends ``snapshot`` and ``update`` frames for the threads the connection watc
 requests are pydantic models that refuse unknown fields, so no frame can name a scope: the
 scope is the connection's, from its credentials. The reference, with an example of each
 frame, is ``docs/reference/protocol.md``.
+
+:func:`parse_request` reads a frame strictly, so that the server acts on exactly what the
+client's own code reads in it: a key given twice in an object (JSON readers differ on which
+one wins), an integer beyond ±(2**53 - 1) (JavaScript reads it rounded) and a lone surrogate
+are refused wherever they are, and a ``ref`` comes back whole, ``kind`` included.
 """
 
 from __future__ import annotations
 
 import json
 import reprlib
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import (
+    Field,
+    GetPydanticSchema,
+    TypeAdapter,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+)
+from pydantic_core import core_schema
 
 from ._actions import ActionResult, PendingActionRef
-from ._json import JsonValue
+from ._json import MAX_SAFE_INTEGER, JsonValue
 from ._wire import Json, WireModel
 
 PROTOCOL_VERSION = 1
 """The version every frame carries as ``"v"``."""
 
-MAX_REQUEST_ID = 2**53 - 1
+MAX_REQUEST_ID = MAX_SAFE_INTEGER
 """The largest request ``id`` (JavaScript's ``Number.MAX_SAFE_INTEGER``)."""
 
 MAX_FRAME_BYTES = 1 << 20
@@ -49,6 +62,31 @@ class ClientToolSpec(WireModel):
     name: str
     description: str = ""
     input_schema: dict[str, Json] | None = None
+
+
+class _SentRef(PendingActionRef):
+    """A ref as a client sends it back: whole, as the server sent it. The runtime's own refs
+    may leave out ``kind`` (it has one value); a client's may not."""
+
+    kind: Literal["tool"]
+
+
+def _read_sent_ref(value: Any, read: ValidatorFunctionWrapHandler) -> PendingActionRef:
+    if isinstance(value, PendingActionRef):  # a request built in Python
+        return value
+    return PendingActionRef.trusted(**dict(read(value)))
+
+
+SentRef: TypeAlias = Annotated[
+    PendingActionRef,
+    GetPydanticSchema(
+        lambda _, handler: core_schema.no_info_wrap_validator_function(
+            _read_sent_ref, handler(_SentRef)
+        )
+    ),
+]
+"""A request's ``ref``: read with every field required (errors name ``ref.kind``), held as
+the plain :class:`PendingActionRef` the runtime takes."""
 
 
 class _Request(WireModel):
@@ -91,19 +129,19 @@ class ListPendingActionsRequest(_Request):
 
 class SubmitActionRequest(_Request):
     op: Literal["submitAction"]
-    ref: PendingActionRef
+    ref: SentRef
     payload: Json = None
 
 
 class CancelActionRequest(_Request):
     op: Literal["cancelAction"]
-    ref: PendingActionRef
+    ref: SentRef
     reason: str | None = None
 
 
 class FailActionRequest(_Request):
     op: Literal["failAction"]
-    ref: PendingActionRef
+    ref: SentRef
     error: str
 
 
@@ -186,7 +224,7 @@ def parse_request(text: str | bytes) -> Request:
     if isinstance(text, bytes):
         raise FrameError("bad-frame", "frames are JSON text messages; this was a binary message")
     try:
-        raw: Any = json.loads(text)
+        raw: Any = json.loads(text, object_pairs_hook=_object)
     except ValueError as exc:
         raise FrameError("bad-frame", f"the frame is not JSON ({exc})") from None
     except RecursionError:
@@ -197,6 +235,10 @@ def parse_request(text: str | bytes) -> Request:
         raise FrameError(
             "bad-frame", f"a frame is a JSON object, got {type(raw).__name__}"
         ) from None
+    if isinstance(raw, _KeysGivenTwice) and "id" in raw.twice:
+        raise FrameError(
+            "bad-frame", "a request needs one 'id'; this frame has the key 'id' more than once"
+        )
     request_id = raw.get("id")
     if (
         not isinstance(request_id, int)
@@ -223,15 +265,9 @@ def parse_request(text: str | bytes) -> Request:
             f"unknown op {_short(op)}; use one of {', '.join(OPS)}",
             request_id,
         )
-    bad = _lone_surrogate(raw)
-    if bad is not None:
-        raise FrameError(
-            "invalid-request",
-            f"the frame holds the string {reprlib.repr(bad)} with a lone surrogate, which is "
-            "not valid Unicode and cannot be stored or sent back; escape a character only "
-            "as a whole surrogate pair (\\ud83d\\ude00)",
-            request_id,
-        )
+    problem = _unreadable(raw)
+    if problem is not None:
+        raise FrameError("invalid-request", f"invalid {op!r} request: {problem}", request_id)
     try:
         return _REQUEST.validate_python(raw, by_alias=True, by_name=False)  # camelCase only
     except ValidationError as exc:
@@ -244,24 +280,99 @@ def parse_request(text: str | bytes) -> Request:
         ) from None
 
 
-def _lone_surrogate(value: Any) -> str | None:
-    """The first string (key or value) in the decoded JSON ``value`` that is not valid
-    Unicode (a lone surrogate, which JSON's ``\\ud800`` escape can make), else ``None``.
-    Iterative: ``value`` may be nested as deeply as the JSON reader allows."""
-    stack = [value]
+class _KeysGivenTwice(dict[str, Any]):
+    """A decoded JSON object that held some keys more than once (``twice``, in order); it
+    holds the last value of each, as ``json.loads`` does. Never gets past the parser."""
+
+    twice: tuple[str, ...]
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``'s ``object_pairs_hook``: the object, marked if a key came twice."""
+    obj = dict(pairs)
+    if len(obj) == len(pairs):
+        return obj
+    seen: set[str] = set()
+    twice: dict[str, None] = {}  # in order, each once
+    for key, _ in pairs:
+        if key in seen:
+            twice[key] = None
+        seen.add(key)
+    marked = _KeysGivenTwice(obj)
+    marked.twice = tuple(twice)
+    return marked
+
+
+# A place in the frame as a linked list, innermost last (a container costs one pair, not a
+# copy of its path): ``None`` is the frame itself.
+_Place: TypeAlias = "tuple[_Place, str | int] | None"
+
+
+def _where(place: _Place) -> str:
+    """``place`` as validation errors name a field: ``clientTools.0.name``."""
+    keys: list[str] = []
+    while place is not None:
+        place, key = place
+        keys.append(str(key))
+    return ".".join(reversed(keys)) or "frame"
+
+
+def _unreadable(frame: dict[str, Any]) -> str | None:
+    """What in the decoded ``frame`` the server must not act on, as ``<field>: <why>; <what
+    to do>``, or ``None``: a key given twice in its object, an integer beyond ±(2**53 - 1),
+    or a string or key that is not valid Unicode (a lone surrogate, which JSON's ``\\ud800``
+    escape can make). Iterative, and it pushes containers only: ``frame`` may be nested as
+    deeply as the JSON reader allows, and hold a megabyte of numbers."""
+    stack: list[tuple[_Place, Any]] = [(None, frame)]
     while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, str):
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return item
+        place, container = stack.pop()
+        items: Iterable[tuple[str | int, Any]]
+        if type(container) is list:
+            items = enumerate(container)
+        else:
+            for key in container:
+                if not _is_unicode(key):
+                    return f"{_where(place)}: the key {_lone_surrogate(key)}"
+            if type(container) is _KeysGivenTwice:
+                key = container.twice[0]
+                return (
+                    f"{_where((place, key))}: the key {key!r} appears more than once in its "
+                    "object; send each key once"
+                )
+            items = container.items()
+        for key, value in items:
+            kind = type(value)
+            if kind is str:
+                if not _is_unicode(value):
+                    return f"{_where((place, key))}: the string {_lone_surrogate(value)}"
+            elif kind is int:
+                if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+                    return (
+                        f"{_where((place, key))}: {_short(value)} is beyond ±(2**53 - 1), the "
+                        "integers every JSON reader holds exactly; send a number within that "
+                        "range"
+                    )
+            elif kind is dict or kind is list or kind is _KeysGivenTwice:
+                stack.append(((place, key), value))
     return None
+
+
+def _is_unicode(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _lone_surrogate(text: str) -> str:
+    return (
+        f"{reprlib.repr(text)} holds a lone surrogate, which is not valid Unicode and cannot "
+        "be stored or sent back; escape a character only as a whole surrogate pair "
+        "(\\ud83d\\ude00)"
+    )
 
 
 # -- server frames ----------------------------------------------------------------------------

@@ -166,7 +166,7 @@ MINIMAL: dict[str, tuple[dict[str, Any], Any]] = {
             "v": 1,
             "id": 0,
             "op": "submitAction",
-            "ref": {k: v for k, v in REF_WIRE.items() if k not in ("kind", "suspendName")},
+            "ref": {k: v for k, v in REF_WIRE.items() if k != "suspendName"},
         },
         SubmitActionRequest(
             v=1,
@@ -353,7 +353,7 @@ def test_no_frame_can_name_a_scope(op: str, path: tuple[str, ...]) -> None:
         ("send", ("text",), None, "text: Input should be a valid string"),
         ("send", ("clientTools",), {"name": "x"}, "clientTools: Input should be a valid tuple"),
         ("send", ("clientTools",), [{"description": "no name"}], "clientTools.0.name: Field"),
-        ("send", ("clientData",), 2**60, "clientData: Value error, value is 1152921504606846976"),
+        ("send", ("clientData",), 2**60, "clientData: 1152921504606846976 is beyond"),
         ("watch", ("cursor",), "s.1:7", "cursor: Input should be a valid dictionary"),
         ("watch", ("cursor", "seq"), -1, "cursor.seq: Input should be greater than or equal"),
         ("watch", ("cursor", "seq"), "7", "cursor.seq: Input should be a valid integer"),
@@ -393,6 +393,112 @@ def test_a_missing_field_is_an_invalid_request_naming_it(op: str, missing: str) 
     error = refused(frame)
     assert (error.code, error.request_id) == ("invalid-request", frame["id"])
     assert f"{missing}: Field required" in error.message
+
+
+@pytest.mark.parametrize("op", ["submitAction", "cancelAction", "failAction"])
+def test_a_ref_without_its_kind_is_an_invalid_request_naming_it(op: str) -> None:
+    # A ref goes back as the server sent it, "kind" included; the runtime's own refs may
+    # leave it out (it has one value), a client's may not.
+    frame = json.loads(json.dumps(FULL[op][0]))
+    del frame["ref"]["kind"]
+    error = refused(frame)
+    assert (error.code, error.request_id) == ("invalid-request", frame["id"])
+    assert error.message == f"invalid {op!r} request: ref.kind: Field required"
+
+
+SAFE = 2**53 - 1
+
+
+@pytest.mark.parametrize(
+    ("op", "path", "value"),
+    [
+        ("watch", ("cursor", "seq"), SAFE + 1),
+        ("watch", ("cursor", "seq"), 2**64),
+        ("watch", ("cursor", "seq"), -SAFE - 1),
+        ("send", ("clientData",), {"page": [1, 2**60]}),
+        ("send", ("clientTools",), [{"name": "x", "inputSchema": {"maximum": SAFE + 1}}]),
+        ("submitAction", ("payload",), {"approved": True, "count": -(2**70)}),
+    ],
+)
+def test_an_integer_beyond_the_safe_range_is_an_invalid_request_naming_the_field(
+    op: str, path: tuple[str, ...], value: object
+) -> None:
+    # A JavaScript client reads such a number rounded (2**53 + 1 as 2**53); the server would
+    # act on a number the client did not mean. Wherever it is, the frame is refused.
+    frame = _with(FULL[op][0], path, value)
+    error = refused(frame)
+    assert (error.code, error.request_id) == ("invalid-request", frame["id"])
+    where, number = {
+        ("cursor", "seq"): ("cursor.seq", value),
+        ("clientData",): ("clientData.page.1", 2**60),
+        ("clientTools",): ("clientTools.0.inputSchema.maximum", SAFE + 1),
+        ("payload",): ("payload.count", -(2**70)),
+    }[path]
+    assert error.message == (
+        f"invalid {op!r} request: {where}: {number} is beyond ±(2**53 - 1), the integers "
+        "every JSON reader holds exactly; send a number within that range"
+    )
+
+
+def test_the_largest_safe_integers_are_taken() -> None:
+    frame = _with(FULL["watch"][0], ("cursor", "seq"), SAFE)
+    assert parse(frame).cursor == Cursor(epoch="s.1", seq=SAFE)
+    frame = _with(FULL["send"][0], ("clientData",), [SAFE, -SAFE, 1e300])
+    assert parse(frame).client_data == [SAFE, -SAFE, 1e300]
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ('{"v": 1, "id": 3, "op": "getState", "threadId": "a", "threadId": "b"}', "threadId"),
+        ('{"v": 1, "id": 3, "op": "getState", "threadId": "a", "threadId": "a"}', "threadId"),
+        ('{"v": 1, "v": 1, "id": 3, "op": "getState", "threadId": "a"}', "v"),
+        ('{"v": 1, "id": 3, "op": "unwatch", "op": "getState", "threadId": "a"}', "op"),
+        (
+            '{"v": 1, "id": 3, "op": "watch", "threadId": "t",'
+            ' "cursor": {"epoch": "s.1", "seq": 0, "seq": 7}}',
+            "cursor.seq",
+        ),
+        (
+            '{"v": 1, "id": 3, "op": "send", "threadId": "t", "text": "x",'
+            ' "clientTools": [{"name": "a"}, {"name": "b", "name": "c"}]}',
+            "clientTools.1.name",
+        ),
+        (
+            '{"v": 1, "id": 3, "op": "send", "threadId": "t", "text": "x",'
+            ' "clientData": {"a": [{"b": {"c": 1, "c": 2}}]}}',
+            "clientData.a.0.b.c",
+        ),
+    ],
+)
+def test_a_key_given_twice_is_an_invalid_request_naming_it(text: str, where: str) -> None:
+    # json.loads would keep the last of the two; another reader may keep the first, so the
+    # server would act on a frame the client's own code reads differently.
+    error = refused_text(text)
+    assert (error.code, error.request_id) == ("invalid-request", 3)
+    key = where.rsplit(".", 1)[-1]
+    assert error.message == (
+        f"invalid {json.loads(text)['op']!r} request: {where}: the key {key!r} appears more "
+        "than once in its object; send each key once"
+    )
+
+
+def test_a_ref_with_a_key_given_twice_is_refused() -> None:
+    ref = json.dumps(REF_WIRE)
+    text = '{"v": 1, "id": 4, "op": "submitAction", "ref": %s, "payload": null}'
+    twice = ref[:-1] + ', "actionId": "act_2"}'
+    error = refused_text(text % twice)
+    assert (error.code, error.request_id) == ("invalid-request", 4)
+    assert error.message.startswith("invalid 'submitAction' request: ref.actionId: the key")
+    request = parse_request(text % ref)  # the same frame with each key once
+    assert type(request.ref) is PendingActionRef  # the runtime's ref, not the reader's
+    assert request.ref == REF
+
+
+def test_a_frame_with_two_ids_is_a_bad_frame() -> None:
+    error = refused_text('{"v": 1, "id": 1, "id": 2, "op": "createThread"}')
+    assert (error.code, error.request_id) == ("bad-frame", None)
+    assert error.message == ("a request needs one 'id'; this frame has the key 'id' more than once")
 
 
 def test_every_problem_of_a_frame_is_listed() -> None:

@@ -478,6 +478,25 @@ async def test_bad_frames_get_error_frames_and_the_connection_goes_on() -> None:
         ('{"v": 1, "id": 7, "op": "getState"}', "invalid-request", 7),
         ('{"v": 1, "id": 8, "op": "send", "threadId": 1, "text": "x"}', "invalid-request", 8),
         ('{"v": 1, "id": 9, "op": "getState", "threadId": "t", "x": 1}', "invalid-request", 9),
+        # Refused, though json.loads reads them: a key twice, an integer JavaScript rounds,
+        # a ref without its kind.
+        (
+            '{"v": 1, "id": 10, "op": "getState", "threadId": "t", "threadId": "u"}',
+            "invalid-request",
+            10,
+        ),
+        (
+            '{"v": 1, "id": 11, "op": "watch", "threadId": "t",'
+            ' "cursor": {"epoch": "e", "seq": 9007199254740992}}',
+            "invalid-request",
+            11,
+        ),
+        (
+            '{"v": 1, "id": 12, "op": "cancelAction", "ref": {"threadId": "t", "toolName": "x",'
+            ' "messageId": "m", "toolCallId": "c", "runId": "r", "actionId": "a", "name": "x"}}',
+            "invalid-request",
+            12,
+        ),
     ]
     with trio.fail_after(10):
         async with serving() as s, open_raw(s.url) as ws:
@@ -494,6 +513,9 @@ async def test_bad_frames_get_error_frames_and_the_connection_goes_on() -> None:
     assert "binary" in answers[7]["message"]
     assert "not JSON" in answers[0]["message"]
     assert "createThread" in answers[4]["message"]  # the unknown op's error lists the ops
+    assert "threadId: the key 'threadId' appears more than once" in answers[11]["message"]
+    assert "cursor.seq: 9007199254740992 is beyond" in answers[12]["message"]
+    assert "ref.kind: Field required" in answers[13]["message"]
 
 
 @pytest.mark.usefixtures("collect_sockets")
@@ -684,7 +706,7 @@ async def test_shutdown_closes_connections_cancels_running_calls_and_keeps_suspe
             p for m in await store.list_messages(ticking) for p in m.parts if p.type != "text"
         ]
         assert isinstance(tick, ToolPart)
-        assert (tick.state, tick.error_text) == ("output-error", "The tool call was cancelled.")
+        assert (tick.state, tick.error_text) == ("output-error", "The tool call was cancelled: the runtime is closing")
         async with serving(store=store.reopen()) as s, open_raw(s.url) as ws:
             alice = Raw(ws)
             [action] = (await alice.ok("listPendingActions"))["actions"]
