@@ -97,6 +97,7 @@ class ChildCalls:
         self.acquire = acquire
         self.fatal: Exception | None = None
         self.closed = False
+        self._running: set[AbortController] = set()  # the signals of the children running
         self._numbers = itertools.count(1)
         self.map = ToolCallMap(
             {
@@ -105,8 +106,13 @@ class ChildCalls:
             }
         )
 
-    def close(self) -> None:
+    def close(self, reason: str) -> None:
+        """The parent's ``execute`` returned: refuse every later call, and abort the children
+        still running with ``reason`` (their signals first, then their actors are cancelled
+        by the caller's supervisor: the same moment for the tool)."""
         self.closed = True
+        for controller in list(self._running):
+            controller.abort(reason)
 
     def refuse(self, child: str, problem: str) -> ToolInvocationError:
         return ToolInvocationError(
@@ -198,6 +204,7 @@ class ChildCalls:
         """Run the child's ``execute`` as a child actor; return what it returned."""
         controller = AbortController()
         self.parent_signal._follow(controller)  # the parent's abort reaches the child at once
+        self._running.add(controller)
         done = trio.Event()
         result: list[Any] = []
         failure: list[Exception] = []
@@ -234,11 +241,9 @@ class ChildCalls:
         ref = self.supervisor.spawn(
             child_actor, name=f"{child}-{number}", restart="temporary", capacity=0
         )
-        aborted: list[str | None] = []
 
         async def watch(signal: AbortSignal) -> None:
             await signal.wait()
-            aborted.append(signal.reason)
             controller.abort(signal.reason)
             ref.cancel(signal.reason)
 
@@ -249,12 +254,18 @@ class ChildCalls:
                 await done.wait()
                 nursery.cancel_scope.cancel()
         except BaseException:
-            # The caller was cancelled (its parent call is ending): stop the child too.
-            controller.abort(None)
-            ref.cancel(None)
+            # The caller was cancelled (its parent call is ending): stop the child too, with
+            # the parent's reason when it has one.
+            controller.abort(self.parent_signal.reason or "the parent call was cancelled")
+            ref.cancel(controller.signal.reason)
             raise
-        if aborted or not (result or failure):
-            reason = aborted[0] if aborted else None
+        finally:
+            self._running.discard(controller)
+        signal = controller.signal
+        if signal.aborted or not (result or failure):
+            # However it was aborted (its abort_signal, the parent's, the parent returning),
+            # the signal holds the reason: the caller is told it.
+            reason = signal.reason
             shown = "it was aborted" + (f": {reason}" if reason else "")
             raise self.refuse(child, shown)
         if failure:

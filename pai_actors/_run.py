@@ -90,6 +90,9 @@ if TYPE_CHECKING:
     from ._runtime import AgentRuntime
 
 CLEANUP_SECONDS = 10.0
+_PARENT_RETURNED = "the parent call returned"
+RUNTIME_CLOSING = "the runtime is closing"
+"""The reason a closing runtime gives the calls it cancels (their signals and records)."""
 _log = logging.getLogger("pai_actors")
 
 
@@ -253,7 +256,7 @@ async def run_actor(rt: AgentRuntime, live: LiveRun, mailbox: Mailbox[RunMessage
                 rt,
                 live.thread_id,
                 live.run_id,
-                None,
+                RUNTIME_CLOSING,
                 keep_pending=True,
                 started=live.resumes_started,
             )
@@ -723,8 +726,8 @@ class _CallDriver:
             except Exception as exc:
                 result = exc
             finally:
-                calls.close()
-                supervisor.cancel("the parent call returned")  # children it did not await
+                calls.close(_PARENT_RETURNED)  # children it did not await: aborted, then
+                supervisor.cancel(_PARENT_RETURNED)  # cancelled in the same moment
         if calls.fatal is not None:  # a child's lifecycle hook failed: fatal to the parent
             result = calls.fatal
         if isinstance(result, Exception):

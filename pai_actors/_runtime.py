@@ -75,7 +75,14 @@ from ._prepare import check_client_tools
 from ._records import ClientToolRecord, RunRecord, StoredCall, StoredFileBody, ThreadRecord
 from ._registration import ClientTool, call_callback
 from ._resolution import resolve
-from ._run import CLEANUP_SECONDS, LiveRun, record_cancelled, resumable, run_actor
+from ._run import (
+    CLEANUP_SECONDS,
+    RUNTIME_CLOSING,
+    LiveRun,
+    record_cancelled,
+    resumable,
+    run_actor,
+)
 from ._run_io import stage_call
 from ._state import RunState, RunStatus, ThreadState
 from ._store import Store, Transaction
@@ -200,8 +207,8 @@ class AgentRuntime:
         self._nursery.cancel_scope.cancel()
         for live in list(self._runs.values()):
             for controller in list(live.controllers):
-                controller.abort(None)
-        self._root.cancel("the runtime is closing")
+                controller.abort(RUNTIME_CLOSING)
+        self._root.cancel(RUNTIME_CLOSING)
         try:
             result = await self._stack.__aexit__(exc_type, exc, tb)
             with trio.move_on_after(CLEANUP_SECONDS, shield=True):

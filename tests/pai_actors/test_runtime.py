@@ -475,5 +475,5 @@ async def test_closing_records_running_calls_as_cancelled(
             await trio.testing.wait_all_tasks_blocked()
     parts = [p for m in await store.list_messages(thread_id) for p in m.parts if p.type != "text"]
     assert [p.state for p in parts] == ["output-error", "input-available"]
-    assert parts[0].error_text == "The tool call was cancelled."
+    assert parts[0].error_text == "The tool call was cancelled: the runtime is closing"
     assert [a.ref.name for a in await store.list_pending_actions(thread_id)] == ["ask.approval"]

@@ -447,3 +447,72 @@ async def test_a_child_called_with_an_aborted_signal_never_starts(
     parts, *_ = await run(parent({"add": adder(execute=child_execute)}, execute))
     assert parts[0].output == "child tool 'add' of tool 'p': it was aborted: too late"
     assert started == []
+
+
+async def test_a_child_still_running_when_its_parent_returns_is_aborted_with_the_reason(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The parent returns while a task it started elsewhere still awaits a child: the
+    child's signal aborts (with the reason) as its actor is cancelled, and the awaiting task
+    gets the reason in its ToolInvocationError."""
+    seen: list[Any] = []
+    outcome: list[str] = []
+
+    async def child_execute(ctx: ToolContext) -> Any:
+        try:
+            await trio.sleep_forever()
+        finally:
+            seen.append((ctx.signal.aborted, ctx.signal.reason))
+
+    async def execute(ctx: ToolContext) -> Any:
+        async def call_child() -> None:
+            try:
+                await ctx.tools.wait.execute({"a": 1, "b": 2})
+            except ToolInvocationError as exc:
+                outcome.append(str(exc))
+
+        ctx.context.start_soon(call_child)  # a nursery that outlives this execute
+        await trio.testing.wait_all_tasks_blocked()
+        return "returned"
+
+    async with trio.open_nursery() as outer:
+        parts, *_ = await run(
+            parent({"wait": adder(execute=child_execute)}, execute), context=outer
+        )
+    assert parts[0].output == "returned"
+    assert seen == [(True, "the parent call returned")]
+    assert outcome == ["child tool 'wait' of tool 'p': it was aborted: the parent call returned"]
+
+
+@pytest.mark.parametrize("how", ["cancel_run", "close"])
+async def test_a_parent_cancelled_aborts_its_children_with_the_same_reason(
+    how: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    entered = trio.Event()
+    seen: list[Any] = []
+
+    async def child_execute(ctx: ToolContext) -> Any:
+        try:
+            entered.set()
+            await trio.sleep_forever()
+        finally:
+            seen.append(("child", ctx.signal.aborted, ctx.signal.reason))
+
+    async def execute(ctx: ToolContext) -> Any:
+        try:
+            return await ctx.tools.wait.execute({"a": 1, "b": 2})
+        finally:
+            seen.append(("parent", ctx.signal.aborted, ctx.signal.reason))
+
+    tool = parent({"wait": adder(execute=child_execute)}, execute)
+    agent = define_agent(name="a", tools={"p": tool})
+    model = ScriptedModel([[tool_call("p", {})]])
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=model) as rt:
+            thread_id = await rt.create_thread("s")
+            run_id = await rt.send(thread_id, "go")
+            await entered.wait()
+            if how == "cancel_run":
+                await rt.cancel_run(run_id, "user left")
+    reason = "user left" if how == "cancel_run" else "the runtime is closing"
+    assert sorted(seen) == [("child", True, reason), ("parent", True, reason)]

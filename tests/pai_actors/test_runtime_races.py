@@ -254,7 +254,10 @@ async def test_closing_while_a_submission_activates_its_run_loses_nothing(
             # stored intent was resumed here; never left executing.
             assert (runs, parts) in (
                 (["completed"], [("output-available", None)]),
-                (["cancelled"], [("output-error", "The tool call was cancelled.")]),
+                (
+                    ["cancelled"],
+                    [("output-error", "The tool call was cancelled: the runtime is closing")],
+                ),
             ), (runs, parts)
             assert await rt.pending_actions(tid) == []
             assert all(c.record.phase == "done" for c in await store.list_calls(tid))
@@ -525,7 +528,9 @@ async def test_closing_while_a_resume_executes_records_the_call_cancelled(
             await rt.wait_idle(tid)
             state = await rt.get_state(tid)
             parts = [(p.state, p.error_text) for p in _tool_parts(state)]
-            assert parts == [("output-error", "The tool call was cancelled.")]
+            assert parts == [
+                ("output-error", "The tool call was cancelled: the runtime is closing")
+            ]
             # The run was waiting on its call, so it stayed active: the next runtime goes on
             # with it, and the model sees the cancelled result.
             assert [r.status for r in state.runs] == ["completed"]
