@@ -111,7 +111,8 @@ class ToolDataUpdated(WireModel):
 ThreadUpdate: TypeAlias = (
     MessageAppended | MessageReplaced | ToolPartUpdated | RunStatusChanged | ToolDataUpdated
 )
-"""One update a :meth:`AgentRuntime.watch` yields."""
+"""One update a :meth:`AgentRuntime.watch` yields. Each class's ``type`` is a ``Literal``, so
+``if update.type == "run-status":`` narrows the union to :class:`RunStatusChanged`."""
 
 
 def updates_of(writes: Sequence[Write]) -> list[ThreadUpdate]:

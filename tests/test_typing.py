@@ -1,5 +1,6 @@
-"""User code type-checks: ``examples/`` passes ``mypy --strict`` as an application would run
-it, a few mistakes are errors, and the examples run.
+"""User code type-checks: ``examples/`` and the programs of ``docs/guides/typing.md`` pass
+``mypy --strict`` as an application would run it, a few mistakes are errors, and the
+examples run.
 
 mypy runs once (it is slow), from a directory outside the repository with
 ``examples/mypy.ini`` and no other configuration, so ``pai_actors`` is found the way an
@@ -110,9 +111,19 @@ _EXPECTED = re.compile(r"#\s*error:\s*\[([a-z-]+)\]")
 _REPORTED = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+): error: .*\[(?P<code>[a-z-]+)\]$", re.M)
 
 
+GUIDE = ROOT / "docs" / "guides" / "typing.md"
+_PYTHON_BLOCK = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
+
+
 def test_examples_and_snippets_type_check_as_an_application(tmp_path: Path) -> None:
     snippet = tmp_path / "typing_snippet.py"
     snippet.write_text(SNIPPET)
+    programs = _PYTHON_BLOCK.findall(GUIDE.read_text(encoding="utf-8"))
+    assert programs, f"no ```python block in {GUIDE}"
+    guide = []
+    for index, program in enumerate(programs):
+        guide.append(tmp_path / f"typing_guide_{index}.py")
+        guide[-1].write_text(program)
     result = subprocess.run(
         [
             str(MYPY),
@@ -124,6 +135,7 @@ def test_examples_and_snippets_type_check_as_an_application(tmp_path: Path) -> N
             "--no-error-summary",
             str(EXAMPLES),
             str(snippet),
+            *map(str, guide),
         ],
         cwd=tmp_path,  # outside the repository: nothing but the installed package to find
         capture_output=True,
