@@ -405,6 +405,13 @@ def to_part(record: CallRecord) -> ToolPart:
     suspensions = tuple(episode_view(e) for e in record.episodes)
     pending = next((s for s in suspensions if s.state == "pending"), None)
     cancelled = record.cancelled
+    # The part shows an approval while it is requested and once it is answered. One that
+    # ended without an answer (its action cancelled or failed, or its run cancelled) is not
+    # shown: the AI SDK allows an approval on an ended part only as granted (or, on
+    # output-denied, as denied). The record keeps it.
+    approval = record.approval
+    if approval is not None and approval.state not in ("pending", "submitted"):
+        approval = None
     return ToolPart.trusted(
         type="dynamic-tool" if record.dynamic else f"tool-{record.name}",
         tool_name=record.name,
@@ -415,9 +422,9 @@ def to_part(record: CallRecord) -> ToolPart:
         output=record.output,
         error_text=record.error_text,
         approval=None
-        if record.approval is None
+        if approval is None
         else ToolApproval.trusted(
-            id=record.approval.id, approved=record.approval.approved, reason=record.approval.reason
+            id=approval.id, approved=approval.approved, reason=approval.reason
         ),
         data={
             channel: tuple(

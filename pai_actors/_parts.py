@@ -4,7 +4,9 @@ A :class:`Message` holds :class:`TextPart` and :class:`ToolPart` values. A tool 
 AI SDK's native, state-discriminated tool part (``type == "tool-<toolName>"`` for a registered
 tool, ``"dynamic-tool"`` with ``toolName`` for a request-time one) plus the pai sidecars
 ``data``, ``suspensions``, ``pendingSuspension`` and ``cancelled``. Each field lives on the
-state arm that owns it, and a model refuses a part that puts one elsewhere.
+state arm that owns it, and a model refuses a part that puts one elsewhere: what the AI SDK's
+``safeValidateUIMessages`` accepts (``tests/pai_actors/test_ai_sdk_validation.py`` runs it, 6.x
+and 7.x, on the runtime's output).
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ SuspensionState: TypeAlias = Literal["pending", "submitted", "cancelled", "faile
 Role: TypeAlias = Literal["user", "assistant", "system"]
 
 _DYNAMIC = "dynamic-tool"
-_APPROVAL_STATES = ("approval-requested", "approval-responded", "output-denied")
 _NO_APPROVAL_STATES = ("input-streaming", "input-available")
 
 
@@ -109,11 +110,18 @@ class CancelledInfo(WireModel):
 
 
 class ToolApproval(WireModel):
-    """The AI SDK's approval facts: ``{"id"}``, then ``approved`` and an optional ``reason``."""
+    """The AI SDK's approval facts: ``{"id"}`` while requested, then the answer: ``approved``
+    and an optional ``reason``."""
 
     id: str
     approved: bool | None = None
     reason: str | None = None
+
+    @model_validator(mode="after")
+    def _check_answer(self) -> ToolApproval:
+        if self.approved is None and self.reason is not None:
+            raise ValueError("an approval's reason comes with its answer; set approved too")
+        return self
 
     def to_wire(self) -> dict[str, JsonValue]:
         wire: dict[str, JsonValue] = {"id": self.id}
@@ -134,6 +142,14 @@ class ToolPart(WireModel):
     ``output`` is on ``output-available`` only, and always there (``None`` included);
     ``error_text`` is on ``output-error`` only. ``pending_suspension`` is the pending member
     of ``suspensions`` or ``None``; the native ``state`` stays ``input-available`` meanwhile.
+
+    ``approval``, as the AI SDK allows it: none while the input is streaming or available;
+    unanswered on ``approval-requested``; answered on ``approval-responded``; denied
+    (``approved=False``) on ``output-denied``; granted (``approved=True``) or none on
+    ``output-available`` and ``output-error``. A call whose approval ended without an answer
+    (cancelled, failed, or cut off with its run) shows none. Reading such a part as it was
+    stored before that rule (an ``output-error`` with an unanswered approval) drops the
+    approval, so old threads still load.
     """
 
     type: str
@@ -174,6 +190,10 @@ class ToolPart(WireModel):
         state = data.get("state")
         if state == "output-available" and "output" not in data:
             raise ValueError("an 'output-available' part always carries output (null included)")
+        approval = data.get("approval")
+        if state == "output-error" and isinstance(approval, Mapping):
+            if approval.get("approved") is None:  # stored before the rule above
+                del data["approval"]
         return data
 
     @model_validator(mode="after")
@@ -187,16 +207,39 @@ class ToolPart(WireModel):
                 if state == "output-error"
                 else f"a {state!r} part has no errorText; errorText is on 'output-error'"
             )
-        if state in _APPROVAL_STATES and self.approval is None:
-            raise ValueError(f"a {state!r} part needs approval")
-        if state in _NO_APPROVAL_STATES and self.approval is not None:
-            raise ValueError(f"a {state!r} part has no approval")
+        self._check_approval()
         pending = [s for s in self.suspensions if s.state == "pending"]
         if len(pending) > 1:
             raise ValueError("a tool part has at most one pending suspension")
         if self.pending_suspension != (pending[0] if pending else None):
             raise ValueError("pendingSuspension must be the pending member of suspensions, or null")
         return self
+
+    def _check_approval(self) -> None:
+        state, approval = self.state, self.approval
+        answer = None if approval is None else approval.approved
+        if state in _NO_APPROVAL_STATES:
+            if approval is not None:
+                raise ValueError(f"a {state!r} part has no approval")
+        elif state == "approval-requested":
+            if approval is None or answer is not None:
+                raise ValueError(
+                    "an 'approval-requested' part needs an approval without an answer yet "
+                    "(approved unset)"
+                )
+        elif state == "approval-responded":
+            if answer is None:
+                raise ValueError(
+                    "an 'approval-responded' part needs an answered approval (approved set)"
+                )
+        elif state == "output-denied":
+            if answer is not False:
+                raise ValueError("an 'output-denied' part needs a denied approval (approved=False)")
+        elif approval is not None and answer is not True:
+            raise ValueError(
+                f"a {state!r} part carries an approval only as granted (approved=True); a "
+                "call whose approval ended without an answer shows none"
+            )
 
     @property
     def dynamic(self) -> bool:

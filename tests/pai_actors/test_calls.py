@@ -484,7 +484,11 @@ class CallMachine(RuleBasedStateMachine):
             "output-error",
             "output-denied",
         )
-        assert (part.approval is None) == (self.record.approval is None)
+        # An approval shows while it is requested and once it is answered; one that ended
+        # unanswered (cancelled, failed) does not (the AI SDK refuses it on an ended part).
+        approval = self.record.approval
+        shown = approval is not None and approval.state in ("pending", "submitted")
+        assert (part.approval is not None) == shown
         assert (part.cancelled is not None) == (
             part.error_text is not None
             and part.error_text.startswith("The tool call was cancelled")

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from pai_actors import (
     ActionResult,
@@ -16,8 +16,22 @@ from pai_actors import (
     RunState,
     SuspensionView,
     ThreadState,
+    ToolApproval,
     ToolPart,
+    define_tool,
     get_tool_name,
+)
+from pai_actors._call_record import CallSpec
+from pai_actors._calls import (
+    cancel_action,
+    cancel_call,
+    fail_action,
+    finish_exception,
+    input_available,
+    new_call,
+    request_approval,
+    submit,
+    to_part,
 )
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -27,6 +41,15 @@ SIDECARS: dict[str, Any] = {
     "pendingSuspension": None,
     "cancelled": None,
 }
+
+
+class Query(BaseModel):
+    q: int
+
+
+SEND = CallSpec.for_tool(
+    define_tool(id="send", description="d", input_schema=Query, execute=lambda ctx: None)
+)
 
 
 def _round_trip(part: ToolPart) -> dict[str, Any]:
@@ -139,6 +162,112 @@ def test_approval_states_carry_approval(state: str, approval: dict[str, Any]) ->
     assert _round_trip(part) == {**wire, "approval": approval, **SIDECARS}
 
 
+@pytest.mark.parametrize(
+    ("state", "approval", "problem"),
+    [
+        ("input-available", {"id": "a1"}, "has no approval"),
+        ("approval-requested", {"id": "a1", "approved": True}, "without an answer"),
+        ("approval-responded", {"id": "a1"}, "needs an answered approval"),
+        ("output-denied", {"id": "a1", "approved": True}, "needs a denied approval"),
+        ("output-available", {"id": "a1", "approved": False}, "only as granted"),
+        ("output-available", {"id": "a1"}, "only as granted"),
+        ("output-error", {"id": "a1", "approved": False}, "only as granted"),
+        ("approval-requested", {"id": "a1", "reason": "why"}, "comes with its answer"),
+    ],
+)
+def test_an_approval_only_on_the_arms_the_ai_sdk_allows_it(
+    state: str, approval: dict[str, Any], problem: str
+) -> None:
+    # The AI SDK's safeValidateUIMessages (ai 6 and 7) refuses each of these parts.
+    extra: dict[str, Any] = {"output": 1} if state == "output-available" else {}
+    if state == "output-error":
+        extra = {"errorText": "x"}
+    wire = {"type": "tool-send", "toolCallId": "c", "state": state, "input": {}, **extra}
+    with pytest.raises(ValidationError, match=problem):
+        ToolPart.model_validate({**wire, "approval": approval})
+
+
+@pytest.mark.parametrize("granted", [True, False])
+@pytest.mark.parametrize(
+    "ended",
+    [{"state": "output-error", "errorText": "x"}, {"state": "output-available", "output": None}],
+)
+def test_an_ended_part_carries_a_granted_approval_or_none(
+    ended: dict[str, Any], granted: bool
+) -> None:
+    wire: dict[str, Any] = {"type": "tool-send", "toolCallId": "c", **ended, "input": {}}
+    if granted:
+        wire["approval"] = {"id": "a1", "approved": True}
+    assert _round_trip(ToolPart.model_validate(wire)) == {**wire, **SIDECARS}
+
+
+def test_an_error_part_stored_with_an_unanswered_approval_reads_without_it() -> None:
+    # Issue 14: before the fix, a call whose approval was cancelled or failed was stored as
+    # an output-error part with {"id"} only, which the AI SDK refuses. Such a stored part
+    # still reads (an old thread loads), and shows no approval from then on.
+    wire = {
+        "type": "tool-send",
+        "toolCallId": "c",
+        "state": "output-error",
+        "input": {"q": 1},
+        "errorText": "The tool call was cancelled.",
+        "approval": {"id": "c.approval"},
+    }
+    part = ToolPart.model_validate(wire)
+    assert part.approval is None
+    assert "approval" not in part.to_wire()
+    assert wire["approval"] == {"id": "c.approval"}  # the caller's dict is not changed
+    message = Message.model_validate({"id": "m", "role": "assistant", "parts": [wire]})
+    assert message.parts == (part,)
+    with pytest.raises(ValidationError, match="only as granted"):  # built in Python: refused
+        ToolPart(
+            type="tool-send",
+            tool_call_id="c",
+            state="output-error",
+            error_text="x",
+            approval=ToolApproval(id="c.approval"),
+        )
+
+
+@pytest.mark.parametrize("end", ["cancel_action", "fail_action", "cancel_call"])
+def test_a_call_whose_approval_ended_without_an_answer_shows_no_approval(end: str) -> None:
+    # Issue 14, at the projection: the record keeps the approval (cancelled or failed),
+    # the part does not show it, and the part is one the AI SDK accepts.
+    record, _ = input_available(new_call("send", "c"), SEND, {"q": 1})
+    record, _ = request_approval(record, approval_id="c.approval", at=T0)
+    assert to_part(record).to_wire()["approval"] == {"id": "c.approval"}
+    if end == "cancel_action":
+        record = cancel_action(record, "c.approval", "changed my mind", at=T0).record
+    elif end == "fail_action":
+        record = fail_action(record, "c.approval", "card expired", at=T0).record
+    else:
+        record = cancel_call(record, "the run was cancelled", at=T0).record
+    assert record.approval is not None
+    assert (record.approval.state, record.approval.approved) == (
+        "failed" if end == "fail_action" else "cancelled",
+        None,
+    )
+    part = to_part(record)
+    assert part.state == "output-error"
+    assert part.approval is None
+    assert "approval" not in part.to_wire()
+    assert ToolPart.model_validate(part.to_wire()) == part
+
+
+def test_a_granted_or_denied_approval_stays_on_the_ended_part() -> None:
+    record, _ = input_available(new_call("send", "c"), SEND, {"q": 1})
+    record, _ = request_approval(record, approval_id="c.approval", at=T0)
+    granted = submit(record, SEND, "c.approval", {"approved": True}, at=T0).record
+    failed = finish_exception(granted, "boom").record
+    assert to_part(failed).to_wire()["approval"] == {"id": "c.approval", "approved": True}
+    denied = submit(record, SEND, "c.approval", {"approved": False, "reason": "no"}, at=T0)
+    assert to_part(denied.record).to_wire()["approval"] == {
+        "id": "c.approval",
+        "approved": False,
+        "reason": "no",
+    }
+
+
 def test_suspensions_and_pending_suspension() -> None:
     pending = {
         "actionId": "a2",
@@ -189,7 +318,7 @@ def test_suspensions_and_pending_suspension() -> None:
             "no output",
         ),
         ({"type": "tool-a", "toolCallId": "c", "state": "output-error"}, "needs errorText"),
-        ({"type": "tool-a", "toolCallId": "c", "state": "output-denied"}, "needs approval"),
+        ({"type": "tool-a", "toolCallId": "c", "state": "output-denied"}, "needs a denied"),
         ({"type": "tool-a", "toolCallId": "c", "state": "done"}, "state"),
         ({"type": "tool-a", "toolCallId": "c", "state": "input-streaming", "extra": 1}, "extra"),
         (
