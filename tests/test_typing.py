@@ -212,6 +212,8 @@ def test_the_editable_install_is_a_path_entry_type_checkers_follow(name: str) ->
     pth = sorted(Path(sysconfig.get_paths()["purelib"]).glob("__editable__*pai_actors*.pth"))
     if not pth:
         pytest.skip("pai-actors is not installed in editable mode in this interpreter")
-    lines = pth[0].read_text().split()
-    assert lines == [str(ROOT)], f"{pth[0]} is not a static path entry: {lines}"
+    lines = pth[0].read_text().splitlines()
+    assert [Path(line).resolve() for line in lines] == [ROOT], (
+        f"{pth[0]} is not a static path entry of {ROOT}: {lines}"
+    )
     assert (ROOT / name / "py.typed").exists()
