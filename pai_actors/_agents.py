@@ -238,7 +238,7 @@ class _SubRun:
                 entry=InitialEntry(),
                 data=ToolDataWriter(_no_data, _no_list),
                 capabilities=Capabilities(),
-                files=live.files(rt),
+                files=live.files(rt, thread.tool_call_id),
                 agents=AgentRunner(rt, live, thread, controller.signal),
                 _trigger=partial(rt.trigger, live.thread_id),
             )

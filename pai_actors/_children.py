@@ -220,7 +220,7 @@ class ChildCalls:
                     entry=InitialEntry(),
                     data=ToolDataWriter(_no_data(child), _no_list(child)),
                     capabilities=Capabilities(),
-                    files=self.live.files(self.rt),
+                    files=self.live.files(self.rt, thread.tool_call_id),
                     agents=AgentRunner(self.rt, self.live, thread, controller.signal),
                     _trigger=partial(self.rt.trigger, self.live.thread_id),
                 )
@@ -241,9 +241,11 @@ class ChildCalls:
         ref = self.supervisor.spawn(
             child_actor, name=f"{child}-{number}", restart="temporary", capacity=0
         )
+        aborted: list[str | None] = []
 
         async def watch(signal: AbortSignal) -> None:
             await signal.wait()
+            aborted.append(signal.reason)
             controller.abort(signal.reason)
             ref.cancel(signal.reason)
 
@@ -262,9 +264,9 @@ class ChildCalls:
         finally:
             self._running.discard(controller)
         signal = controller.signal
-        if signal.aborted or not (result or failure):
-            # However it was aborted (its abort_signal, the parent's, the parent returning),
-            # the signal holds the reason: the caller is told it.
+        if aborted or (self.closed and signal.aborted) or not (result or failure):
+            # Aborted by its abort_signal or by the parent returning (a child's own error or
+            # output otherwise stays its outcome): the signal holds the reason.
             reason = signal.reason
             shown = "it was aborted" + (f": {reason}" if reason else "")
             raise self.refuse(child, shown)

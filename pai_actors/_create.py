@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ._agent import AgentDefinition, Pai, check_runtime
@@ -14,13 +15,14 @@ from ._blocking import DEFAULT_THREAD_LIMIT, BlockingTools, SyncTools
 from ._clock import Clock, wall_clock
 from ._errors import PaiError
 from ._files import DEFAULT_MAX_FILE_BYTES
+from ._ids import IdMaker
 from ._memory_store import MemoryStore
 from ._model import Model
 from ._runtime import DEFAULT_MAX_ACTIVE_RUNS, AgentRuntime, MapError, check_max_active_runs
 from ._store import Store
 
 
-def uuid_ids(prefix: str) -> str:
+def uuid_ids(prefix: str, *within: str) -> str:
     """Production ids: ``"<prefix>_<hex>"``, the hex of a version-7 UUID (RFC 9562): the
     creation time in milliseconds, then 74 random bits.
 
@@ -28,6 +30,8 @@ def uuid_ids(prefix: str) -> str:
     SQLite store's indexes are being written, not at random places in files that outgrow the
     page cache (suspending 10,000 conversations took ~13% less time than with version-4
     UUIDs, ~42 instead of ~55 µs a commit). The price: an id shows when it was made.
+    ``within`` (the thread, and call, the id is made in; see :data:`IdMaker`) is not needed
+    for uniqueness here.
     """
     return f"{prefix}_{uuid7_hex(time.time_ns() // 1_000_000, os.urandom(10))}"
 
@@ -44,11 +48,35 @@ def uuid7_hex(unix_ms: int, random: bytes) -> str:
 _MS_MASK = (1 << 48) - 1
 
 
-def counter_ids(generation: str = "") -> Callable[[str], str]:
-    """Deterministic ids for tests: ``"<prefix>_<generation>1"``, ``"<prefix>_<generation>2"``,
-    ... (one counter)."""
-    counter = itertools.count(1)
-    return lambda prefix: f"{prefix}_{generation}{next(counter)}"
+def counter_ids(generation: str = "") -> IdMaker:
+    """Deterministic ids for tests, numbered within what they are made in:
+
+    - threads by creation: ``thread_1``, ``thread_2``, ... (``thread_<generation>1``);
+    - a thread's runs and messages within it: the first run of ``thread_1`` is
+      ``run_1_1``, its messages ``msg_1_1``, ``msg_1_2``, ...;
+    - a call's data items and files within the call: ``data_1_call_1_1``,
+      ``file_1_call_1_1``, ...
+
+    A thread id is shown without its ``thread_`` prefix. ``generation`` (``"g2_"``) goes in
+    front of a thread's number, and of the numbers made within a thread this id maker did
+    not make (``run_1_g2_1``), so a later runtime on the same data never makes an id again.
+    """
+    counters: dict[tuple[str, ...], Iterator[int]] = {}
+    made: set[str] = set()  # the threads made here: what is numbered within them is new
+
+    def new_id(prefix: str, *within: str) -> str:
+        key = (prefix, *within)
+        counter = counters.get(key)
+        if counter is None:
+            counter = counters[key] = itertools.count(1)
+        names = "".join(f"{name.removeprefix('thread_')}_" for name in within)
+        marked = generation if not within or within[0] not in made else ""
+        made_id = f"{prefix}_{names}{marked}{next(counter)}"
+        if not within and prefix == "thread":
+            made.add(made_id)
+        return made_id
+
+    return new_id
 
 
 def create_agent_runtime(
@@ -57,8 +85,8 @@ def create_agent_runtime(
     store: Store | None = None,
     capabilities: Any = None,
     map_error: MapError | None = None,
-    model: Model | None = None,
-    new_id: Callable[[str], str] = uuid_ids,
+    model: Model | Mapping[str, Model] | None = None,
+    new_id: IdMaker = uuid_ids,
     clock: Clock = wall_clock,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     sync_tools: SyncTools = "thread",
@@ -71,9 +99,11 @@ def create_agent_runtime(
     (``create_thread(..., agent_id=...)``, the Pai's first agent by default), and a tool's
     ``ctx.agent_id`` is that agent's registry id; made from one agent, the runtime hosts that
     agent under its name. ``store`` defaults to a new :class:`MemoryStore`; ``model``
-    replaces every agent's own model; ``map_error(exc, call)`` turns an exception of
-    ``execute`` into its ``errorText``; ``new_id(prefix)`` makes the ids; ``clock()`` gives
-    every recorded timestamp (timezone-aware); ``capabilities`` binds each capability token
+    replaces every agent's own model, or, a mapping from agent id to model, the models of
+    the agents it names (each id must be an agent of the runtime); ``map_error(exc, call)``
+    turns an exception of ``execute`` into its ``errorText``; ``new_id(prefix, *within)``
+    makes the ids (:data:`IdMaker`); ``clock()`` gives every recorded timestamp
+    (timezone-aware); ``capabilities`` binds each capability token
     (or its id) to a callable receiving a :class:`CapabilityRequest` and returning an async
     context manager whose value is the facade; ``max_file_bytes`` bounds a file a tool
     saves (``ctx.files``).
@@ -105,24 +135,58 @@ def create_agent_runtime(
         agents: Mapping[str, AgentDefinition] = agent_or_pai.agents
     else:
         agents = {agent_or_pai.name: agent_or_pai}
-    models: dict[str, Model] = {}
-    for agent_id, agent in agents.items():
-        chosen = model if model is not None else agent.model
-        if chosen is None:
-            raise PaiError(
-                f"agent {agent_id!r} has no model; give define_agent(model=...) or "
-                "create_agent_runtime(..., model=...)"
-            )
-        models[agent_id] = chosen
+    models = _models(agents, model)
     return AgentRuntime(
         agents,
         models=models,
         store=store if store is not None else MemoryStore(),
         map_error=map_error,
-        new_id=new_id,
+        new_id=_id_maker(new_id),
         clock=clock,
         bindings=bindings,
         max_file_bytes=max_file_bytes,
         blocking=blocking,
         max_active_runs=max_active_runs,
     )
+
+
+def _models(
+    agents: Mapping[str, AgentDefinition], model: Model | Mapping[str, Model] | None
+) -> dict[str, Model]:
+    """Each agent's model: ``model`` for all, or the mapping's for the agents it names, else
+    the agent's own."""
+    chosen: Mapping[str, Model] = {}
+    if isinstance(model, Mapping):
+        unknown = [agent_id for agent_id in model if agent_id not in agents]
+        if unknown:
+            known = ", ".join(map(repr, agents))
+            raise PaiError(
+                f"model={{{unknown[0]!r}: ...}} names no agent of this runtime; its agents "
+                f"are {known}: key the models by those ids"
+            )
+        chosen = model
+    models: dict[str, Model] = {}
+    for agent_id, agent in agents.items():
+        found = chosen.get(agent_id) if isinstance(model, Mapping) else model
+        found = found if found is not None else agent.model
+        if found is None:
+            raise PaiError(
+                f"agent {agent_id!r} has no model; give define_agent(model=...) or "
+                "create_agent_runtime(..., model=...)"
+                + (" (the model mapping has no entry for it)" if chosen else "")
+            )
+        models[agent_id] = found
+    return models
+
+
+def _id_maker(new_id: IdMaker) -> IdMaker:
+    """``new_id`` as an :data:`IdMaker`: one that takes only the prefix (``new_id(prefix)``,
+    as id makers did before ids were made within their thread) is given only the prefix."""
+    try:
+        inspect.signature(new_id).bind("prefix", "thread", "call")
+    except TypeError:
+        one: Callable[[str], str] = new_id
+        return lambda prefix, *within: one(prefix)
+    except ValueError:  # no signature to read (a builtin): assume the documented one
+        pass
+    return new_id

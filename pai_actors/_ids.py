@@ -1,8 +1,19 @@
-"""Checks for stable identifiers (tool ids, capability ids) and declared names (map keys)."""
+"""Checks for stable identifiers (tool ids, capability ids) and declared names (map keys), and
+the shape of the runtime's id makers (:data:`IdMaker`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ._errors import DefinitionError
+
+IdMaker = Callable[..., str]
+"""``new_id(prefix, *within) -> str``: a new id for a ``prefix`` (``"thread"``, ``"run"``,
+``"msg"``, ``"data"``, ``"file"``), unique in the store. ``within`` names what the id is made
+in, outermost first: nothing for a thread; the thread id for its runs and messages; the
+thread and tool call ids for a call's tool data items and files. An id maker for tests
+numbers ids within those (:func:`counter_ids`), so concurrent threads and calls draw from
+sequences of their own and get the same ids whatever order trio runs them in."""
 
 _EXAMPLE = "'crm.lookup-customer.v1'"
 

@@ -64,6 +64,7 @@ from ._context import (
 from ._errors import StoreConflict
 from ._files import ScopedFiles
 from ._history import model_messages
+from ._ids import IdMaker
 from ._model import Model, ModelRequest
 from ._parts import ToolDataItem
 from ._prepare import (
@@ -176,7 +177,6 @@ class LiveRun:
     context_resolved: bool = False
     ref: Any = None  # ActorRef[RunMessage], set right after spawn
     calls: Supervisor | None = None
-    scoped_files: ScopedFiles | None = None
     done: trio.Event = field(default_factory=trio.Event)
 
     @property
@@ -187,27 +187,30 @@ class LiveRun:
     def thread_id(self) -> str:
         return self.thread.thread_id
 
-    def files(self, rt: AgentRuntime) -> ScopedFiles:
-        """The run's :class:`ScopedFiles` (the thread's scope, creator and id), made once."""
-        if self.scoped_files is None:
-            thread = self.thread
-            self.scoped_files = ScopedFiles(
-                store=rt.store,
-                transaction=rt.transaction,
-                scope_key=thread.scope_key,
-                user_key=thread.user_key,
-                thread_id=thread.thread_id,
-                new_id=rt.new_id,
-                clock=rt.now,
-                max_bytes=rt.max_file_bytes,
-            )
-        return self.scoped_files
+    def files(self, rt: AgentRuntime, tool_call_id: str) -> ScopedFiles:
+        """The :class:`ScopedFiles` of a call of this run (the thread's scope, creator and
+        id); its file ids are made within the call, so concurrent calls draw their own."""
+        thread = self.thread
+        return ScopedFiles(
+            store=rt.store,
+            transaction=rt.transaction,
+            scope_key=thread.scope_key,
+            user_key=thread.user_key,
+            thread_id=thread.thread_id,
+            new_id=partial(_within, rt.new_id, thread.thread_id, tool_call_id),
+            clock=rt.now,
+            max_bytes=rt.max_file_bytes,
+        )
 
     def wake(self) -> None:
         try:
             self.ref.tell_nowait(CallChanged())
         except (MailboxClosed, MailboxFull):  # closed: the run is ending; full: it will look
             pass
+
+
+def _within(new_id: IdMaker, thread_id: str, tool_call_id: str, prefix: str) -> str:
+    return new_id(prefix, thread_id, tool_call_id)
 
 
 async def run_actor(rt: AgentRuntime, live: LiveRun, mailbox: Mailbox[RunMessage]) -> None:
@@ -310,7 +313,7 @@ async def _step(rt: AgentRuntime, live: LiveRun, calls: Supervisor) -> str | Non
     seen = {m.id for m in messages}
     history = await model_messages(messages, agent.tools)
     request = ModelRequest(agent.instructions, history, dict(prepared.tools))
-    message_id = rt.new_id("msg")
+    message_id = rt.new_id("msg", thread_id)
     stored = await read_step(rt, live, request, message_id, prepared.client_tools)
     live.stepping = False
     rt.message_index[message_id] = (live.thread_id, live.run_id)
@@ -646,7 +649,7 @@ class _CallDriver:
             data=ToolDataWriter(self._write_data, self._list_data),
             suspend_history=[episode_view(e).to_wire() for e in self.record.episodes],
             capabilities=Capabilities(),
-            files=self.live.files(rt),
+            files=self.live.files(rt, thread.tool_call_id),
             agents=AgentRunner(rt, self.live, thread, self.controller.signal),
             _trigger=partial(rt.trigger, self.live.thread_id),
         )
@@ -752,6 +755,9 @@ class _CallDriver:
             return finish_failure(self.record, tool_failure_details(result)["message"])
         return finish_output(self.record, spec, result)
 
+    def _new_data_id(self) -> str:
+        return self.rt.new_id("data", self.call.thread_id, self.record.tool_call_id)
+
     async def _write_data(
         self, name: str, value: object, item_id: str | None, transient: bool
     ) -> None:
@@ -769,7 +775,8 @@ class _CallDriver:
             self.record,
             name,
             dumped,
-            item_id=item_id or self.rt.new_id("data"),
+            item_id=item_id
+            or self.rt.new_id("data", self.call.thread_id, self.record.tool_call_id),
             at=self.rt.now(),
             transient=transient,
         )

@@ -59,6 +59,7 @@ from ._errors import (
     ThreadNotFound,
 )
 from ._files import DEFAULT_MAX_FILE_BYTES
+from ._ids import IdMaker
 from ._json import to_json_value
 from ._loading import (
     INDEX_CAPACITY,
@@ -138,7 +139,7 @@ class AgentRuntime:
         models: Mapping[str, Model],
         store: Store,
         map_error: MapError | None,
-        new_id: Callable[[str], str],
+        new_id: IdMaker,
         clock: Clock,
         bindings: Mapping[str, Binding] | None = None,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
@@ -386,7 +387,12 @@ class AgentRuntime:
             self.activate_run_soon(run.thread_id, run.run_id, None)
 
     async def create_thread(
-        self, scope_key: str, user_key: str | None = None, *, agent_id: str | None = None
+        self,
+        scope_key: str,
+        user_key: str | None = None,
+        *,
+        agent_id: str | None = None,
+        thread_id: str | None = None,
     ) -> str:
         """Create a thread in ``scope_key`` and return its id.
 
@@ -394,8 +400,23 @@ class AgentRuntime:
         :class:`Pai` (its registry id); the default is the Pai's first agent, or the one
         agent the runtime was made from (by its name). An unknown id raises
         :class:`AgentNotFound`.
+
+        ``thread_id`` gives the thread the caller's id instead of a new one (a conversation
+        id of the application's, or a name a simulation chooses so that threads created
+        concurrently get the same ids on every run): a non-empty ``str`` without padding
+        whitespace, unique in the store (:class:`PaiError` if a thread has it already). The
+        thread's runs, messages and calls are numbered within it.
         """
         self._check_open()
+        if thread_id is not None and (
+            not isinstance(thread_id, str)
+            or not thread_id.strip()
+            or thread_id != thread_id.strip()
+        ):
+            raise PaiError(
+                f"create_thread(thread_id={thread_id!r}): a thread id is a non-empty str "
+                "without leading or trailing whitespace"
+            )
         if agent_id is None:
             agent_id = self.default_agent_id
         elif agent_id not in self.agents:
@@ -406,14 +427,22 @@ class AgentRuntime:
                 agent_id=agent_id,
             )
         thread = ThreadRecord(
-            thread_id=self.new_id("thread"),
+            thread_id=self.new_id("thread") if thread_id is None else thread_id,
             scope_key=scope_key,
             user_key=user_key,
             agent_id=agent_id,
             created_at=self.now(),
         )
-        async with self.transaction() as tx:
-            tx.create_thread(thread)
+        try:
+            async with self.transaction() as tx:
+                tx.create_thread(thread)
+        except StoreConflict as exc:
+            if thread_id is None:  # a new id is unique: this is the store's trouble
+                raise
+            raise PaiError(
+                f"create_thread(thread_id={thread_id!r}): a thread with that id exists "
+                "already; choose another id, or use the existing thread"
+            ) from exc
         # A thread this runtime created holds nothing to settle (it owns the store): it is
         # loaded already, and its record is known.
         self._thread_records[thread.thread_id] = thread
@@ -579,7 +608,9 @@ class AgentRuntime:
         the run that answers it starts at once when the thread is idle, after the thread's
         run otherwise, with or without a client connected."""
         self._check_open()
-        message = notification_message(self.new_id("msg"), notification, data=data, hidden=hidden)
+        message = notification_message(
+            self.new_id("msg", thread_id), notification, data=data, hidden=hidden
+        )
         await self.thread(thread_id)
         async with self.transaction() as tx:
             tx.append_message(thread_id, message)
@@ -615,7 +646,7 @@ class AgentRuntime:
                 return  # answered meanwhile (by the run it arrived during)
             run = RunRecord(
                 thread_id=thread_id,
-                run_id=self.new_id("run"),
+                run_id=self.new_id("run", thread_id),
                 status="running",
                 created_at=self.now(),
             )
@@ -665,7 +696,7 @@ class AgentRuntime:
             # refuses the commit below: a thread has one run at a time. No read before it.
             run = RunRecord(
                 thread_id=thread_id,
-                run_id=self.new_id("run"),
+                run_id=self.new_id("run", thread_id),
                 status="running",
                 created_at=self.now(),
                 identity=to_json_value(identity, what="identity"),
@@ -677,7 +708,9 @@ class AgentRuntime:
                     for t in client_tools
                 ),
             )
-            message = Message(id=self.new_id("msg"), role="user", parts=(TextPart(text=text),))
+            message = Message(
+                id=self.new_id("msg", thread_id), role="user", parts=(TextPart(text=text),)
+            )
             self._check_open()
             try:
                 async with self.transaction() as tx:

@@ -20,21 +20,28 @@ And the store conformance suite:
 And the test runtime:
 
 - :func:`create_test_runtime` runs an agent on the production code paths (the same actors, a
-  real store: a :class:`~pai_actors.MemoryStore` by default) with a scripted model and
-  deterministic ids (``thread_1``, ``run_2``, ...: one counter per runtime, never
-  random ones), so a run replays identically under ``trio.testing.MockClock``. The ids stay
-  unique per store: the n-th test runtime created on the same data (n >= 2: a
-  :class:`~pai_actors.MemoryStore` reopened on the same backing, or the same store object)
-  prefixes its ids with its generation (``run_g2_1``, ...). Its timestamps read trio's
-  clock (:func:`trio_clock`), so they too replay identically under ``MockClock``.
+  real store: a :class:`~pai_actors.MemoryStore` by default) with scripted models and
+  deterministic ids, never random ones, numbered within what they are made in: threads by
+  creation (``thread_1``, or the id ``create_thread(thread_id=...)`` gives), a thread's
+  runs and messages within it (``run_1_1``, ``msg_1_2``), a call's data items and files
+  within the call (``data_1_call_1_1``). Concurrent threads and calls draw from sequences
+  of their own, so the same inputs give the same stored state under
+  ``trio.testing.MockClock``, whatever order trio runs them in. The ids stay unique on
+  data a test runtime already wrote to (a reopened file or
+  :class:`~pai_actors.MemoryStore`): the generation the data shows comes next
+  (``run_1_g2_1``, ...); new data, wherever it lives, starts at ``thread_1`` again. Its
+  timestamps read trio's clock (:func:`trio_clock`), so they too replay identically.
 
 Fault injection helpers will follow.
 """
 
+import contextlib
 import os
+import re
+import sqlite3
 import tempfile
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Literal
 
@@ -62,7 +69,7 @@ from ._store_check import check_store as check_store
 def create_test_runtime(
     agent: AgentDefinition | Pai,
     *,
-    model: Model,
+    model: Model | Mapping[str, Model],
     store: Store | Literal["memory", "sqlite"] | None = None,
     capabilities: Any = None,
     map_error: MapError | None = None,
@@ -73,12 +80,14 @@ def create_test_runtime(
     max_active_runs: int | None = DEFAULT_MAX_ACTIVE_RUNS,
 ) -> AgentRuntime:
     """An :class:`~pai_actors.AgentRuntime` for tests: ``model`` (usually a
-    :class:`ScriptedModel`) instead of the agent's, a store (``store``: a new
+    :class:`ScriptedModel`) instead of the agents' own (one for every agent, or a mapping
+    from agent id to model, so each agent of a :class:`~pai_actors.Pai` plays its own
+    script; an agent the mapping leaves out keeps its own model), a store (``store``: a new
     :class:`~pai_actors.MemoryStore` by default or with ``"memory"``; ``"sqlite"``: a
     :class:`~pai_actors.SqliteStore` on a temporary file, removed when the runtime closes;
-    or the store given), and deterministic ids from a per-runtime counter, prefixed
-    with the generation from the second runtime on the same store's data on (``run_g2_1``),
-    so reopening a store never reuses an id.
+    or the store given), and deterministic ids (see the module's docstring): numbered
+    within their thread and call, and prefixed with the next generation on data that
+    already holds test ids (``run_1_g2_1``), so reopening a store never reuses an id.
 
     Timestamps read trio's clock (``clock`` defaults to :func:`trio_clock`: trio time ``0``
     is 2026-01-01T00:00:00Z), so under ``trio.testing.MockClock`` every recorded time is the
@@ -105,13 +114,7 @@ def create_test_runtime(
     if isinstance(store, str):  # checked above; narrows the type
         raise AssertionError(store)
     if store is not None and temporary is None:
-        if isinstance(store, SqliteStore):  # the same file, whatever store object opens it
-            path = os.path.realpath(store.path)
-            generation = _file_generations[path] = _file_generations.get(path, 0) + 1
-        else:
-            key: object = store.backing if isinstance(store, MemoryStore) else store
-            generation = _generations.get(key, 0) + 1
-            _generations[key] = generation
+        generation = _next_generation(store)
         if generation > 1:
             ids = counter_ids(f"g{generation}_")
     runtime = create_agent_runtime(
@@ -133,9 +136,45 @@ def create_test_runtime(
     return runtime
 
 
+def _next_generation(store: Store) -> int:
+    """The generation of a new test runtime's ids on ``store``'s data: 1 on data that holds
+    no thread, else one more than the latest generation its thread and run ids show. Read
+    from the data, so the same data gives the same ids wherever it lives (a new file at a
+    path used before is new data); a store of another kind is counted per store object."""
+    if isinstance(store, SqliteStore):
+        ids = _sqlite_ids(store.path)
+    elif isinstance(store, MemoryStore):
+        tables = store.backing.tables
+        ids = [*tables.threads.keys(), *tables.runs.keys()]
+    else:
+        generation = _generations.get(store, 0) + 1
+        _generations[store] = generation
+        return generation
+    return max((_generation_of(value) for value in ids), default=0) + 1
+
+
+def _sqlite_ids(path: str) -> list[str]:
+    if path == ":memory:" or not os.path.exists(path):
+        return []
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+        if not {"threads", "runs"} <= tables:
+            return []
+        rows = db.execute("SELECT thread_id FROM threads UNION ALL SELECT run_id FROM runs")
+        return [str(row[0]) for row in rows]
+
+
+_GENERATION = re.compile(r"_g(\d+)_\d+$")
+
+
+def _generation_of(stored_id: str) -> int:
+    """The generation of a test id (``run_1_g2_3``: 2; ``thread_1``, or any other id: 1)."""
+    found = _GENERATION.search(stored_id)
+    return 1 if found is None else int(found.group(1))
+
+
 _generations: weakref.WeakKeyDictionary[object, int] = weakref.WeakKeyDictionary()
-_file_generations: dict[str, int] = {}  # SQLite files by real path
-"""How many test runtimes were created on each store's data (its ids' generation)."""
+"""How many test runtimes were created on each store of another kind (its ids' generation)."""
 
 
 def memory_stores() -> Callable[[str], AbstractAsyncContextManager[MemoryStore]]:

@@ -111,8 +111,8 @@ async def test_plain_tool_output_reaches_the_model(autojump_clock: trio.testing.
             await rt.wait_idle(thread_id)
             state = await rt.get_state(thread_id)
     assert seen == [(21, InitialEntry(), "calc", "double")]
-    assert run_id == "run_2"  # deterministic ids: thread_1, run_2, ...
-    assert [(r.run_id, r.status) for r in state.runs] == [("run_2", "completed")]
+    assert run_id == "run_1_1"  # deterministic ids: thread_1's first run
+    assert [(r.run_id, r.status) for r in state.runs] == [("run_1_1", "completed")]
     assert tool_results(model, 1) == [
         {
             "type": "tool-result",

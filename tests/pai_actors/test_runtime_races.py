@@ -382,10 +382,10 @@ async def test_reopened_store_gets_new_test_ids_and_send_starts_a_run(
             second = await rt.send(tid, "again")
             await rt.wait_idle(tid)
             state = await rt.get_state(tid)
-    assert (first, second) == ("run_2", "run_g2_2")
+    assert (first, second) == ("run_1_1", "run_1_g2_1")
     assert [(r.run_id, r.status) for r in state.runs] == [
-        ("run_2", "completed"),
-        ("run_g2_2", "waiting"),
+        ("run_1_1", "completed"),
+        ("run_1_g2_1", "waiting"),
     ]
     ids = [m.id for m in state.messages]
     assert len(ids) == len(set(ids))
