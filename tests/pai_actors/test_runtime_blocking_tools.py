@@ -265,7 +265,10 @@ async def test_closing_the_runtime_cancels_a_blocking_call_and_records_it(
             [part] = tool_parts(await rt.get_state(thread_id))
         release.set()
         await wait_thread_event(discards.discarded)
-    assert (part.state, part.error_text) == ("output-error", "The tool call was cancelled: the runtime is closing")
+    assert (part.state, part.error_text) == (
+        "output-error",
+        "The tool call was cancelled: the runtime is closing",
+    )
 
 
 async def test_a_blocking_tool_may_build_results_and_reach_trio_through_from_thread() -> None:

@@ -706,7 +706,10 @@ async def test_shutdown_closes_connections_cancels_running_calls_and_keeps_suspe
             p for m in await store.list_messages(ticking) for p in m.parts if p.type != "text"
         ]
         assert isinstance(tick, ToolPart)
-        assert (tick.state, tick.error_text) == ("output-error", "The tool call was cancelled: the runtime is closing")
+        assert (tick.state, tick.error_text) == (
+            "output-error",
+            "The tool call was cancelled: the runtime is closing",
+        )
         async with serving(store=store.reopen()) as s, open_raw(s.url) as ws:
             alice = Raw(ws)
             [action] = (await alice.ok("listPendingActions"))["actions"]

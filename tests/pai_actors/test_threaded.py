@@ -292,7 +292,10 @@ def test_stop_cancels_running_calls_and_keeps_suspended_ones_durable(tmp_path: P
         [action] = again.pending_actions(suspended).get(timeout=T)
         assert action.name == "refund.approval"
         [hung] = tool_parts(again.get_state(running).get(timeout=T))
-        assert (hung.state, hung.error_text) == ("output-error", "The tool call was cancelled: the runtime is closing")
+        assert (hung.state, hung.error_text) == (
+            "output-error",
+            "The tool call was cancelled: the runtime is closing",
+        )
         assert action.submit({"approved": True}).get(timeout=T).status == "accepted"
         again.wait_idle(suspended, timeout=T).get(timeout=T)
         [part] = tool_parts(again.get_state(suspended).get(timeout=T))
@@ -475,7 +478,10 @@ def test_stop_does_not_wait_for_a_blocking_tool_and_its_late_result_is_discarded
     assert len(tool_threads("slow")) == 1  # the abandoned tool runs on
     with threaded.start(make) as again:
         [part] = tool_parts(again.get_state(thread_id).get(timeout=T))
-    assert (part.state, part.error_text) == ("output-error", "The tool call was cancelled: the runtime is closing")
+    assert (part.state, part.error_text) == (
+        "output-error",
+        "The tool call was cancelled: the runtime is closing",
+    )
     discarded = threading.Event()
     records: list[logging.LogRecord] = []
 
