@@ -76,6 +76,7 @@ from ._prepare import (
 from ._records import RunRecord, StoredCall, ThreadRecord
 from ._registration import ClientTool, ToolRegistration
 from ._run_io import (
+    RUNTIME_CLOSING,
     needs_observing,
     observe_output,
     read_step,
@@ -92,8 +93,6 @@ if TYPE_CHECKING:
 
 CLEANUP_SECONDS = 10.0
 _PARENT_RETURNED = "the parent call returned"
-RUNTIME_CLOSING = "the runtime is closing"
-"""The reason a closing runtime gives the calls it cancels (their signals and records)."""
 _log = logging.getLogger("pai_actors")
 
 

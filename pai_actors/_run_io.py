@@ -15,6 +15,7 @@ from ._agent import RuntimeScope
 from ._call_record import CallRecord, CallSpec, Execute
 from ._calls import (
     abandon_call,
+    cancel_call,
     finish_exception,
     input_available,
     input_delta,
@@ -44,6 +45,9 @@ if TYPE_CHECKING:
     from ._runtime import AgentRuntime
 
 _log = logging.getLogger("pai_actors")
+
+RUNTIME_CLOSING = "the runtime is closing"
+"""The reason a closing runtime gives the calls it cancels (their signals and records)."""
 
 
 async def write_call(rt: AgentRuntime, call: StoredCall, record: CallRecord) -> StoredCall:
@@ -190,11 +194,20 @@ async def read_step(
                 await aclose()
         step = accumulator.result()
     except BaseException:
+        # A cancellation of the run (cancel_run, or the runtime closing) cancels the calls
+        # still streaming, with its reason; any other end of the stream breaks them.
+        cancelled = live.cancelling or rt.closing
+        reason = live.cancel_reason if live.cancelling else RUNTIME_CLOSING
         with trio.CancelScope(shield=True):
             for call in streamed.values():
                 if call.record.phase == "streaming":
+                    record = (
+                        cancel_call(call.record, reason, at=rt.now()).record
+                        if cancelled
+                        else _broken_stream(call.record)
+                    )
                     try:
-                        await write_call(rt, call, _broken_stream(call.record))
+                        await write_call(rt, call, record)
                     except StoreConflict:  # already recorded (e.g. cancelled) meanwhile
                         pass
         raise

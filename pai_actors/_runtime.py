@@ -76,15 +76,8 @@ from ._prepare import check_client_tools
 from ._records import ClientToolRecord, RunRecord, StoredCall, StoredFileBody, ThreadRecord
 from ._registration import ClientTool, call_callback
 from ._resolution import resolve
-from ._run import (
-    CLEANUP_SECONDS,
-    RUNTIME_CLOSING,
-    LiveRun,
-    record_cancelled,
-    resumable,
-    run_actor,
-)
-from ._run_io import stage_call
+from ._run import CLEANUP_SECONDS, LiveRun, record_cancelled, resumable, run_actor
+from ._run_io import RUNTIME_CLOSING, stage_call
 from ._state import RunState, RunStatus, ThreadState
 from ._store import Store, Transaction
 from ._trigger import is_notification, notification_message

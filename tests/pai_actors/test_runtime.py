@@ -16,6 +16,8 @@ from pai_actors import (
     SuspendPoint,
     ThreadBusy,
     ToolContext,
+    ToolInputDelta,
+    ToolInputStart,
     define_agent,
     define_tool,
 )
@@ -477,3 +479,38 @@ async def test_closing_records_running_calls_as_cancelled(
     assert [p.state for p in parts] == ["output-error", "input-available"]
     assert parts[0].error_text == "The tool call was cancelled: the runtime is closing"
     assert [a.ref.name for a in await store.list_pending_actions(thread_id)] == ["ask.approval"]
+
+
+@pytest.mark.parametrize("how", ["cancel_run", "close"])
+async def test_a_call_still_streaming_is_recorded_cancelled_with_the_reason(
+    how: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    streaming = trio.Event()
+
+    class Streaming:
+        async def stream(self, request: Any) -> Any:
+            yield ToolInputStart("c1", "q")
+            yield ToolInputDelta("c1", '{"n": ')
+            streaming.set()
+            await trio.sleep_forever()
+
+    tool = define_tool(id="t.q.v1", description="Q.", input_schema=Query, execute=lambda ctx: 1)
+    agent = define_agent(name="a", tools={"q": tool})
+    store = MemoryStore()
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=Streaming(), store=store) as rt:
+            tid = await rt.create_thread("s")
+            run_id = await rt.send(tid, "go")
+            await streaming.wait()
+            if how == "cancel_run":
+                await rt.cancel_run(run_id, "stop")
+    reason = "stop" if how == "cancel_run" else "the runtime is closing"
+    async with create_test_runtime(agent, model=ScriptedModel([]), store=store.reopen()) as rt:
+        state = await rt.get_state(tid)
+    [part] = [p for m in state.messages for p in m.parts if p.type != "text"]
+    assert (part.state, part.error_text) == (
+        "output-error",
+        f"The tool call was cancelled: {reason}",
+    )
+    assert part.cancelled is not None
+    assert part.cancelled.reason == reason
