@@ -1,6 +1,6 @@
 """Test helpers for applications built on :mod:`pai_actors`: part of the product, not an extra.
 
-This module grows with the runtime. Today it holds the scripted model:
+It holds the scripted model:
 
 - :class:`ScriptedModel` plays back scripted model steps and records every
   :class:`~pai_actors.ModelRequest` it receives (``model.requests``);
@@ -32,7 +32,8 @@ And the test runtime:
   (``run_1_g2_1``, ...); new data, wherever it lives, starts at ``thread_1`` again. Its
   timestamps read trio's clock (:func:`trio_clock`), so they too replay identically.
 
-Fault injection helpers will follow.
+It has no fault-injection helpers yet: a test that needs a failing store subclasses
+:class:`~pai_actors.MemoryStore` (its ``commit`` and reads are the points to fail at).
 """
 
 import contextlib
