@@ -266,7 +266,7 @@ def _ask_value(schema: JsonValue, validator: Validator | None, ask: Ask, say: Sa
         and validator is not None
         and schema.get("type") == "object"
         and isinstance(properties, dict)
-        and all(isinstance(f, dict) and f.get("type") in _SIMPLE for f in properties.values())
+        and all(_simple_kind(f) is not None for f in properties.values())
     ):
         required = schema.get("required") or []
         value: dict[str, JsonValue] = {}
@@ -290,6 +290,17 @@ _SKIPPED: Any = object()
 _INVALID: Any = object()
 
 
+def _simple_kind(field: JsonValue) -> str | None:
+    """The type a person types for ``field`` (``"boolean"``, ``"string"``, ...), also for a
+    nullable one (``["string", "null"]``); ``None`` when it is not a simple field."""
+    if not isinstance(field, dict):
+        return None
+    kind = field.get("type")
+    if isinstance(kind, list) and len(kind) == 2 and kind.count("null") == 1:
+        kind = kind[1] if kind[0] == "null" else kind[0]
+    return kind if isinstance(kind, str) and kind in _SIMPLE else None
+
+
 def _ask_field(
     name: str,
     field: dict[str, JsonValue],
@@ -301,15 +312,20 @@ def _ask_field(
     """One field's answer, asked until it parses as the field's type and matches the field's
     schema (``check``, which resolves ``$ref`` as the whole schema does); ``_SKIPPED`` when
     an optional field is left empty."""
-    kind = str(field.get("type"))
+    kind = _simple_kind(field)
+    assert kind is not None
     hint = _HINTS[kind]
-    shown = [hint, *constraints(field), *(["Enter to skip"] if optional else [])]
+    nullable = isinstance(field.get("type"), list)
+    empty = "Enter to skip" if optional else "Enter for none" if nullable else None
+    shown = [hint, *constraints(field), *([empty] if empty else [])]
     described = f" ({field['description']})" if field.get("description") else ""
     prompt = f"{name}{described} [{', '.join(shown)}]: "
     while True:
         answer = ask(prompt).strip()
         if not answer and optional:
             return _SKIPPED
+        if not answer and nullable:
+            return None
         parsed = _parse_field(kind, answer)
         if parsed is _INVALID:
             say(f"  {answer!r} is not {hint}")

@@ -40,7 +40,10 @@ DENY = (
     "pai-actors actions submit call_1.approval "
     """--payload '{"approved": false, "reason": "not on a Friday"}'"""
 )
-TYPED = '{"approved": true}'  # what the reader types at submit's prompt
+TYPED = [  # what the reader types at submit's prompts
+    ("approved [y/n]: ", "y"),
+    ("reason [text, Enter to skip]: ", "checked the release notes"),
+]
 
 
 def _files(page: str) -> dict[str, str]:
@@ -246,10 +249,12 @@ def test_the_tutorial_runs_as_the_page_shows(
     printed = run(LIST)
     assert _matches(listed, printed), printed
     [submitted] = _shown(page, SUBMIT)
-    prompt = "answer (JSON): "
-    assert f"{prompt}{TYPED}" in submitted  # the terminal echoes what the reader types
-    at_a_pipe = "\n".join(submitted).replace(f"{prompt}{TYPED}\n", prompt).splitlines()
-    printed = run(SUBMIT, typed=TYPED + "\n")
+    at_a_pipe = "\n".join(submitted)
+    for prompt, typed in TYPED:  # the terminal echoes what the reader types; a pipe does not
+        assert f"{prompt}{typed}" in submitted
+        at_a_pipe = at_a_pipe.replace(f"{prompt}{typed}\n", prompt)
+    printed = run(SUBMIT, typed="".join(f"{typed}\n" for _, typed in TYPED))
+    at_a_pipe = at_a_pipe.splitlines()
     assert _matches(at_a_pipe, printed), printed
     assert ask.finish() == ask_web[-1]
     assert run(LIST) == nothing

@@ -104,6 +104,33 @@ def test_each_prompt_shows_what_its_field_allows() -> None:
     assert person.said == []
 
 
+def test_nullable_simple_fields_are_asked_field_by_field_as_an_approval_is() -> None:
+    approval: dict[str, JsonValue] = {
+        "type": "object",
+        "properties": {
+            "approved": {"type": "boolean"},
+            "reason": {"type": ["string", "null"]},
+        },
+        "required": ["approved"],
+        "additionalProperties": False,
+    }
+    person = Terminal("y", "looks right")
+    assert ask_payload(approval, person.ask, person.say) == {
+        "approved": True,
+        "reason": "looks right",
+    }
+    assert person.prompts == ["approved [y/n]: ", "reason [text, Enter to skip]: "]
+    required: dict[str, JsonValue] = {
+        "type": "object",
+        "properties": {"note": {"type": ["null", "string"], "maxLength": 5}},
+        "required": ["note"],
+    }
+    person = Terminal("too long", "")
+    assert ask_payload(required, person.ask, person.say) == {"note": None}
+    assert person.prompts == ["note [text, at most 5 characters, Enter for none]: "] * 2
+    assert person.said == ["  'too long' is too long"]
+
+
 def test_a_wrong_field_is_asked_again_alone_saying_what_was_wrong() -> None:
     person = Terminal(
         *("12", "3"),
