@@ -330,15 +330,18 @@ async def outcomes(corpus: Corpus) -> None:
         await t.rt.send(t.thread_id, "")
 
 
+class StreamingForever:
+    """A model whose step streams a call's input halfway, then never goes on."""
+
+    async def stream(self, request: Any) -> Any:
+        yield ToolInputStart("c1", "block")
+        yield ToolInputDelta("c1", '{"job": "j')
+        await trio.sleep_forever()
+        yield Finish("tool-calls")  # pragma: no cover
+
+
 async def cancellations(corpus: Corpus) -> None:
     """cancel_run while a call executes and while its input streams in."""
-
-    class Streaming:
-        async def stream(self, request: Any) -> Any:
-            yield ToolInputStart("c1", "block")
-            yield ToolInputDelta("c1", '{"job": "j')
-            await trio.sleep_forever()
-            yield Finish("tool-calls")  # pragma: no cover
 
     agent = define_agent(name="a", tools={"block": blocking()})
     model = ScriptedModel([[tool_call("block", {"job": "j"})]])
@@ -347,7 +350,7 @@ async def cancellations(corpus: Corpus) -> None:
         await trio.testing.wait_all_tasks_blocked()
         await t.snapshot("while executing", idle=False)
         await t.rt.cancel_run(run_id, "too slow")
-    async with thread(corpus, "cancel_run while streaming", agent, Streaming()) as t:
+    async with thread(corpus, "cancel_run while streaming", agent, StreamingForever()) as t:
         run_id = await t.rt.send(t.thread_id, "go")
         await trio.testing.wait_all_tasks_blocked()
         await t.rt.cancel_run(run_id, "too slow")
@@ -452,17 +455,10 @@ async def interruptions(corpus: Corpus) -> None:
         backing.sequence = itertools.count(1_000_000)
         return MemoryStore(backing)
 
-    class Streaming:
-        async def stream(self, request: Any) -> Any:
-            yield ToolInputStart("c1", "block")
-            yield ToolInputDelta("c1", '{"job": "j')
-            await trio.sleep_forever()
-            yield Finish("tool-calls")  # pragma: no cover
-
     agent = define_agent(name="a", tools={"block": blocking()})
     models: list[tuple[str, Any]] = [
         ("interrupted while executing", ScriptedModel([[tool_call("block", {"job": "j"})]])),
-        ("interrupted while streaming", Streaming()),
+        ("interrupted while streaming", StreamingForever()),
     ]
     for label, model in models:
         store = MemoryStore()
