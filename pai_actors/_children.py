@@ -114,11 +114,15 @@ class ChildCalls:
         for controller in list(self._running):
             controller.abort(reason)
 
-    def refuse(self, child: str, problem: str) -> ToolInvocationError:
+    def refuse(
+        self, child: str, problem: str, *, aborted: bool = False, reason: str | None = None
+    ) -> ToolInvocationError:
         return ToolInvocationError(
             f"child tool {child!r} of tool {self.parent.tool_name!r}: {problem}",
             tool=self.parent.tool_name,
             child=child,
+            aborted=aborted,
+            reason=reason,
         )
 
     async def run(
@@ -269,7 +273,7 @@ class ChildCalls:
             # output otherwise stays its outcome): the signal holds the reason.
             reason = signal.reason
             shown = "it was aborted" + (f": {reason}" if reason else "")
-            raise self.refuse(child, shown)
+            raise self.refuse(child, shown, aborted=True, reason=reason)
         if failure:
             raise self.refuse(child, await self._error_text(failure[0], thread))
         return result[0]

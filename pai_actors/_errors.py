@@ -256,12 +256,24 @@ class ToolInvocationError(PaiError):
     the child is disabled for this invocation, its input or output failed its schema, it
     failed (``ctx.fail``, an exception: a generic message unless ``map_error`` gives one),
     it was aborted, or it was called after the parent returned. ``tool`` is the parent's
-    registration name and ``child`` the child's declared name."""
+    registration name and ``child`` the child's declared name; ``aborted`` says whether the
+    child was aborted (its ``abort_signal``, or the parent returning while it ran), and
+    ``reason`` is then the abort's reason (``None`` if none was given)."""
 
-    def __init__(self, message: str, *, tool: str, child: str) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        tool: str,
+        child: str,
+        aborted: bool = False,
+        reason: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.tool = tool
         self.child = child
+        self.aborted = aborted
+        self.reason = reason
 
 
 class AgentNotFound(PaiError):

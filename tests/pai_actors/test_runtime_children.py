@@ -263,6 +263,7 @@ async def test_an_abort_signal_cancels_that_child_alone(
                 await ctx.tools.slow.execute({"a": 0, "b": 0}, abort_signal=controller.signal)
             except ToolInvocationError as exc:
                 outcome["slow"] = str(exc)
+                outcome["slow aborted"] = (exc.aborted, exc.reason)
 
         async def call_quick() -> None:
             outcome["quick"] = await ctx.tools.quick.execute({"a": 1, "b": 2})
@@ -272,7 +273,11 @@ async def test_an_abort_signal_cancels_that_child_alone(
             nursery.start_soon(call_quick)
             await trio.sleep(1)
             controller.abort("no longer needed")
-        return {"slow": outcome["slow"], "quick": outcome["quick"].total}
+        return {
+            "slow": outcome["slow"],
+            "slow aborted": outcome["slow aborted"],
+            "quick": outcome["quick"].total,
+        }
 
     children = {
         "slow": adder(id="test.slow.v1", execute=slow),
@@ -281,6 +286,7 @@ async def test_an_abort_signal_cancels_that_child_alone(
     parts, *_ = await run(parent(children, execute))
     assert parts[0].output == {
         "slow": "child tool 'slow' of tool 'p': it was aborted: no longer needed",
+        "slow aborted": [True, "no longer needed"],
         "quick": 3,
     }
     assert observed == [("slow", True, "no longer needed")]
@@ -456,7 +462,7 @@ async def test_a_child_still_running_when_its_parent_returns_is_aborted_with_the
     child's signal aborts (with the reason) as its actor is cancelled, and the awaiting task
     gets the reason in its ToolInvocationError."""
     seen: list[Any] = []
-    outcome: list[str] = []
+    outcome: list[tuple[str, bool, str | None]] = []
 
     async def child_execute(ctx: ToolContext) -> Any:
         try:
@@ -469,7 +475,7 @@ async def test_a_child_still_running_when_its_parent_returns_is_aborted_with_the
             try:
                 await ctx.tools.wait.execute({"a": 1, "b": 2})
             except ToolInvocationError as exc:
-                outcome.append(str(exc))
+                outcome.append((str(exc), exc.aborted, exc.reason))
 
         ctx.context.start_soon(call_child)  # a nursery that outlives this execute
         await trio.testing.wait_all_tasks_blocked()
@@ -481,7 +487,13 @@ async def test_a_child_still_running_when_its_parent_returns_is_aborted_with_the
         )
     assert parts[0].output == "returned"
     assert seen == [(True, "the parent call returned")]
-    assert outcome == ["child tool 'wait' of tool 'p': it was aborted: the parent call returned"]
+    assert outcome == [
+        (
+            "child tool 'wait' of tool 'p': it was aborted: the parent call returned",
+            True,
+            "the parent call returned",
+        )
+    ]
 
 
 @pytest.mark.parametrize("how", ["cancel_run", "close"])
