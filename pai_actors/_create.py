@@ -155,7 +155,6 @@ def _models(
 ) -> dict[str, Model]:
     """Each agent's model: ``model`` for all, or the mapping's for the agents it names, else
     the agent's own."""
-    chosen: Mapping[str, Model] = {}
     if isinstance(model, Mapping):
         unknown = [agent_id for agent_id in model if agent_id not in agents]
         if unknown:
@@ -164,16 +163,17 @@ def _models(
                 f"model={{{unknown[0]!r}: ...}} names no agent of this runtime; its agents "
                 f"are {known}: key the models by those ids"
             )
-        chosen = model
+        given: Mapping[str, Model] = model
+    else:
+        given = {} if model is None else dict.fromkeys(agents, model)
     models: dict[str, Model] = {}
     for agent_id, agent in agents.items():
-        found = chosen.get(agent_id) if isinstance(model, Mapping) else model
-        found = found if found is not None else agent.model
+        found = given.get(agent_id, agent.model)
         if found is None:
             raise PaiError(
                 f"agent {agent_id!r} has no model; give define_agent(model=...) or "
                 "create_agent_runtime(..., model=...)"
-                + (" (the model mapping has no entry for it)" if chosen else "")
+                + (" (the model mapping has no entry for it)" if isinstance(model, Mapping) else "")
             )
         models[agent_id] = found
     return models
