@@ -38,14 +38,14 @@ from typing import Any, Literal, TypeVar
 import pykka
 import trio
 
-from ._actions import ActionResult, PendingActionOrigin, PendingActionRef
-from ._blocking import BlockingToolStatistics
-from ._errors import RuntimeClosed
-from ._json import JsonValue
-from ._pending import PendingActionView
-from ._registration import ClientTool
-from ._runtime import AgentRuntime
-from ._state import RunState, ThreadState
+from ._core.actions import ActionResult, PendingActionOrigin, PendingActionRef
+from ._tools.blocking import BlockingToolStatistics
+from ._core.errors import RuntimeClosed
+from ._core.json import JsonValue
+from ._tools.pending import PendingActionView
+from ._tools.registration import ClientTool
+from ._runtime.runtime import AgentRuntime
+from ._core.state import RunState, ThreadState
 
 T = TypeVar("T")
 

@@ -3,18 +3,18 @@
 See ``docs/guides/client.md``. Every name here is re-exported from private modules.
 """
 
-from ._client import CLIENT_MAX_FRAME_BYTES as CLIENT_MAX_FRAME_BYTES
-from ._client import Client as Client
-from ._client import FileDownload as FileDownload
-from ._client import open_client as open_client
-from ._client_errors import AuthenticationFailed as AuthenticationFailed
-from ._client_errors import ClientError as ClientError
-from ._client_errors import ConnectionLost as ConnectionLost
-from ._client_errors import ServerError as ServerError
-from ._client_thread import ClientThread as ClientThread
-from ._client_thread import ClientWatch as ClientWatch
-from ._client_thread import ThreadResynced as ThreadResynced
-from ._pending import PendingActionView as PendingActionView
+from ._client.client import CLIENT_MAX_FRAME_BYTES as CLIENT_MAX_FRAME_BYTES
+from ._client.client import Client as Client
+from ._client.client import FileDownload as FileDownload
+from ._client.client import open_client as open_client
+from ._client.errors import AuthenticationFailed as AuthenticationFailed
+from ._client.errors import ClientError as ClientError
+from ._client.errors import ConnectionLost as ConnectionLost
+from ._client.errors import ServerError as ServerError
+from ._client.conversation import ClientThread as ClientThread
+from ._client.conversation import ClientWatch as ClientWatch
+from ._client.conversation import ThreadResynced as ThreadResynced
+from ._tools.pending import PendingActionView as PendingActionView
 
 __all__ = [
     "CLIENT_MAX_FRAME_BYTES",

@@ -4,15 +4,15 @@ See ``docs/reference/protocol.md`` and ``docs/guides/cli.md``. Every name here i
 re-exported from private modules.
 """
 
-from ._application import Application as Application
-from ._application import ApplicationError as ApplicationError
-from ._frames import MAX_FRAME_BYTES as MAX_FRAME_BYTES
-from ._frames import PROTOCOL_VERSION as PROTOCOL_VERSION
-from ._server import Authenticate as Authenticate
-from ._server import Identity as Identity
-from ._server import Server as Server
-from ._server import ServerStatistics as ServerStatistics
-from ._server import open_server as open_server
+from ._server.application import Application as Application
+from ._server.application import ApplicationError as ApplicationError
+from ._protocol.frames import MAX_FRAME_BYTES as MAX_FRAME_BYTES
+from ._protocol.frames import PROTOCOL_VERSION as PROTOCOL_VERSION
+from ._server.server import Authenticate as Authenticate
+from ._server.server import Identity as Identity
+from ._server.server import Server as Server
+from ._server.server import ServerStatistics as ServerStatistics
+from ._server.server import open_server as open_server
 
 __all__ = [
     "MAX_FRAME_BYTES",

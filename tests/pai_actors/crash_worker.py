@@ -70,7 +70,7 @@ from pai_actors import (
     define_agent,
     define_tool,
 )
-from pai_actors._store import Write
+from pai_actors._store.base import Write
 from pai_actors.testing import ScriptedModel, text, tool_call, trio_clock
 
 SCOPE = "crash"

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pai_actors import Capabilities, Capability, CapabilityRequest, capability
-from pai_actors._acquire import Binding, acquire_capabilities
+from pai_actors._tools.capabilities import Binding, acquire_capabilities
 
 CALL = {
     "scope_key": "tenant-1",

@@ -21,7 +21,7 @@ from pai_actors import (
     define_tool,
     json_schema,
 )
-from pai_actors._agent import check_runtime
+from pai_actors._tools.agent import check_runtime
 from pai_actors.testing import ScriptedModel
 
 

@@ -54,7 +54,7 @@ from pai_actors import (
     define_agent,
     define_tool,
 )
-from pai_actors._parts import SuspensionState, ToolState
+from pai_actors._core.parts import SuspensionState, ToolState
 from pai_actors.testing import ScriptedModel, create_test_runtime, text, tool_call
 
 JS = Path(__file__).parents[1] / "js"

@@ -10,7 +10,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from pydantic import BaseModel
 
 from pai_actors import ActionResult, SuspendPoint, define_tool, json_schema
-from pai_actors._call_record import (
+from pai_actors._core.call_record import (
     ActionOpened,
     ActionResolved,
     CallRecord,
@@ -19,7 +19,7 @@ from pai_actors._call_record import (
     Finished,
     Resume,
 )
-from pai_actors._calls import (
+from pai_actors._core.calls import (
     cancel_action,
     cancel_call,
     fail_action,
@@ -35,7 +35,7 @@ from pai_actors._calls import (
     to_part,
     write_data,
 )
-from pai_actors._errors import InvalidTransition
+from pai_actors._core.errors import InvalidTransition
 
 T0 = datetime(2025, 1, 2, tzinfo=UTC)
 T1 = T0 + timedelta(seconds=1)

@@ -9,9 +9,9 @@ import pytest
 
 from pai_actors import __version__
 from pai_actors._cli import main
-from pai_actors._cli_actions import ask_payload, constraints, schema_summary
-from pai_actors._demo import run_demo
-from pai_actors._json import JsonValue
+from pai_actors._cli.actions import ask_payload, constraints, schema_summary
+from pai_actors._cli.demo import run_demo
+from pai_actors._core.json import JsonValue
 
 
 async def test_demo_crashes_restarts_and_cancels_the_whole_tree() -> None:

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from pai_actors._application import ApplicationError, load_factory
+from pai_actors._server.application import ApplicationError, load_factory
 from pai_actors._cli import main
-from pai_actors._protocol_demo import run_protocol_demo
+from pai_actors._cli.protocol_demo import run_protocol_demo
 from pai_actors.client import open_client
 
 
@@ -249,7 +249,7 @@ def test_a_factory_must_return_an_application() -> None:
 
 async def _build_dict() -> None:
     from pai_actors import MemoryStore
-    from pai_actors._application import build_application
+    from pai_actors._server.application import build_application
 
     await build_application(lambda store: {}, MemoryStore(), "x:y")
 

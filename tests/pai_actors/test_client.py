@@ -30,7 +30,7 @@ from pai_actors import (
     ToolPartUpdated,
     WatchOverflow,
 )
-from pai_actors._loading import BoundedIndex
+from pai_actors._runtime.loading import BoundedIndex
 from pai_actors.client import (
     AuthenticationFailed,
     Client,

@@ -52,7 +52,7 @@ import trio
 import trio.testing
 
 from pai_actors import SqliteStore, ThreadState, ToolPart
-from pai_actors._calls import to_part
+from pai_actors._core.calls import to_part
 from tests.pai_actors import crash_worker as worker
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -42,7 +42,7 @@ def test_errors_share_one_root() -> None:
 
 def test_every_error_is_exported_once() -> None:
     import pai_actors.testing
-    from pai_actors import _errors
+    from pai_actors._core import errors as _errors
 
     defined = {
         obj

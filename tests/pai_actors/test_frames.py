@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pai_actors import ActionResult, PendingActionRef
-from pai_actors._frames import (
+from pai_actors._protocol.frames import (
     OPS,
     PROTOCOL_VERSION,
     CancelActionRequest,
@@ -43,7 +43,7 @@ from pai_actors._frames import (
     update_frame,
     watch_ended_frame,
 )
-from pai_actors._json import JsonValue
+from pai_actors._core.json import JsonValue
 
 REF_WIRE: dict[str, Any] = {
     "kind": "tool",

@@ -7,7 +7,7 @@ import uuid
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pai_actors._create import _id_maker, counter_ids, uuid7_hex, uuid_ids
+from pai_actors._runtime.create import _id_maker, counter_ids, uuid7_hex, uuid_ids
 
 MS = st.integers(min_value=0, max_value=(1 << 48) - 1)
 RANDOM = st.binary(min_size=10, max_size=10)

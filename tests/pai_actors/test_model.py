@@ -26,8 +26,8 @@ from pai_actors import (
     ToolInputDelta,
     ToolInputStart,
 )
-from pai_actors._errors import ModelProtocolError
-from pai_actors._step import ModelStep, StepAccumulator, accumulate_step, json_equal
+from pai_actors._core.errors import ModelProtocolError
+from pai_actors._core.step import ModelStep, StepAccumulator, accumulate_step, json_equal
 
 
 async def _stream(events: Iterable[object]) -> AsyncIterator[ModelEvent]:

@@ -21,8 +21,8 @@ from pai_actors import (
     define_tool,
     get_tool_name,
 )
-from pai_actors._call_record import CallSpec
-from pai_actors._calls import (
+from pai_actors._core.call_record import CallSpec
+from pai_actors._core.calls import (
     cancel_action,
     cancel_call,
     fail_action,

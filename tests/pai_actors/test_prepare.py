@@ -22,7 +22,7 @@ from pai_actors import (
     define_agent,
     define_tool,
 )
-from pai_actors._prepare import (
+from pai_actors._runtime.prepare import (
     PreparedTools,
     prepare_tools,
     resolve_children,

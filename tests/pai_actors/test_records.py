@@ -16,15 +16,15 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from pai_actors import MAX_SAFE_INTEGER, StoredCall
-from pai_actors._call_json import (
+from pai_actors._core.call_json import (
     _CallShape,
     _dump_call,
     _load_call,
     _serialize_call,
     _validate_call,
 )
-from pai_actors._call_record import Approval, CallRecord, Cancellation, DataItem, Episode
-from pai_actors._tool import frozen_mapping
+from pai_actors._core.call_record import Approval, CallRecord, Cancellation, DataItem, Episode
+from pai_actors._tools.tool import frozen_mapping
 
 
 class Color(enum.StrEnum):

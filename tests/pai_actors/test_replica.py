@@ -44,9 +44,9 @@ from pai_actors import (
     ToolPart,
     ToolPartUpdated,
 )
-from pai_actors._frames import Cursor, action_wire, snapshot_frame
-from pai_actors._parts import Role
-from pai_actors._replica import ThreadReplica, UpdateLog
+from pai_actors._protocol.frames import Cursor, action_wire, snapshot_frame
+from pai_actors._core.parts import Role
+from pai_actors._protocol.replica import ThreadReplica, UpdateLog
 
 THREAD = "thread_1"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -304,7 +304,7 @@ async def test_wait_idle_loads_the_thread(autojump_clock: trio.testing.MockClock
 
 
 def test_a_bounded_index_keeps_the_most_recent_entries() -> None:
-    from pai_actors._loading import BoundedIndex
+    from pai_actors._runtime.loading import BoundedIndex
 
     index: BoundedIndex[str, int] = BoundedIndex(2)
     index["a"] = 1

@@ -11,7 +11,7 @@ import pytest
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, TypeAdapter, computed_field
 
 from pai_actors import OutputNotJSON, SchemaError, ValidationFailed, ValidationIssue, json_schema
-from pai_actors._schema import Schema, compile_schema
+from pai_actors._core.schema import Schema, compile_schema
 
 
 class Invoice(BaseModel):

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from pai_actors import SqliteStore, StoreError, ThreadRecord
-from pai_actors import _sqlite_store as sqlite_store_module
-from pai_actors._sqlite_checkpoints import _Checkpointer
+from pai_actors._store import sqlite as sqlite_store_module
+from pai_actors._store.sqlite_checkpoints import _Checkpointer
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 HANG = 30.0  # seconds: only a checkpointer that never runs waits this long

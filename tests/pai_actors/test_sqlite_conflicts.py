@@ -23,7 +23,7 @@ from pai_actors import (
     ToolPart,
     UploadedFile,
 )
-from pai_actors._store_check import _call, _external, _run, _suspended, _text, _thread
+from pai_actors.testing._store_check import _call, _external, _run, _suspended, _text, _thread
 
 PART = ToolPart(type="tool-lookup", tool_name="lookup", tool_call_id="c1", state="input-available")
 FILE = UploadedFile(

@@ -31,7 +31,7 @@ from pai_actors import (
     define_agent,
     define_tool,
 )
-from pai_actors import _sqlite_schema as sqlite_store_module
+from pai_actors._store import sqlite_schema as sqlite_store_module
 from pai_actors.testing import ScriptedModel, check_store, create_test_runtime, text, tool_call
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)

@@ -221,7 +221,7 @@ def apply_to_model(
     messages: dict[str, dict[str, str]],
     runs: dict[str, RunRecord],
 ) -> None:
-    from pai_actors._store import AppendMessage, CreateThread, PutRun, ReplaceMessage
+    from pai_actors._store.base import AppendMessage, CreateThread, PutRun, ReplaceMessage
 
     if isinstance(write, CreateThread):
         threads[write.thread.thread_id] = write.thread.scope_key

@@ -26,7 +26,7 @@ from pai_actors import (
     ToolInputDelta,
     ToolInputStart,
 )
-from pai_actors._step import accumulate_step
+from pai_actors._core.step import accumulate_step
 from pai_actors.testing import ScriptedModel, ScriptedModelError, text, tool_call
 
 OBJECT: dict[str, JsonValue] = {"type": "object"}

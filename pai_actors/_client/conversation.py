@@ -1,0 +1,267 @@
+"""A thread seen through the protocol client: :class:`ClientThread` and its watches.
+
+A client thread keeps a :class:`ThreadReplica` of the thread (``get_state()``): read once
+when opened, then kept current from the server's snapshot and numbered update frames while
+it is watched (the connection is the :class:`~pai_actors.client.Client`'s; see
+``_client``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+import trio
+from pydantic import TypeAdapter
+
+from .errors import ClientError, ConnectionLost, ServerError
+from .._core.errors import WatchOverflow
+from .._core.json import JsonValue
+from .._core.parts import Message, ToolPart
+from .._tools.pending import PendingActionView
+from .._tools.registration import ClientTool
+from .._protocol.replica import ThreadReplica
+from .._core.state import RunState, ThreadState
+from .._runtime.watch import ThreadUpdate
+
+if TYPE_CHECKING:
+    from .client import Client
+
+_UPDATE: TypeAdapter[ThreadUpdate] = TypeAdapter(ThreadUpdate)
+
+
+@dataclass(frozen=True)
+class ThreadResynced:
+    """Yielded by a client watch when the thread's state was replaced by a snapshot (the
+    server could not replay what the client missed); ``state`` is the new state.
+
+    ``type`` is ``"resynced"``, so ``update.type == ...`` tells it from the
+    :data:`~pai_actors.ThreadUpdate` classes a watch yields beside it (and narrows the type).
+    """
+
+    type: ClassVar[Literal["resynced"]] = "resynced"
+    thread_id: str
+    state: ThreadState
+
+
+class ClientThread:
+    """A thread seen through a client: ``get_state()`` (kept current while watched),
+    ``refresh()``, ``watch()``, ``send()`` and its pending actions."""
+
+    def __init__(self, client: Client, thread_id: str) -> None:
+        self._client = client
+        self.thread_id = thread_id
+        self._replica: ThreadReplica | None = None
+        self._state: ThreadState | None = None
+        self._watchers: set[trio.MemorySendChannel[ThreadUpdate | ThreadResynced]] = set()
+        # why the client ended a watch: it fell behind, the server refused it, the client gave up
+        self._endings: dict[trio.MemorySendChannel[ThreadUpdate | ThreadResynced], Exception] = {}
+        self._first_snapshot = False  # the next snapshot starts a watch (no ThreadResynced)
+
+    @property
+    def watching(self) -> bool:
+        return bool(self._watchers)
+
+    def get_state(self) -> ThreadState:
+        """The thread as this client knows it (synchronous): as last read, plus every update
+        received since (transient tool data included, while watched)."""
+        if self._state is None:
+            assert self._replica is not None
+            self._state = ThreadState.model_validate(self._replica.state_wire(live=True))
+        return self._state
+
+    async def refresh(self) -> ThreadState:
+        """Read the thread's state from the server again, and return it."""
+        if self.watching:
+            await self.rewatch(fresh=True)
+        else:
+            result = await self._client.request("getState", threadId=self.thread_id)
+            self._replica = ThreadReplica.from_snapshot(
+                {
+                    "threadId": self.thread_id,
+                    "cursor": {"epoch": "", "seq": 0},
+                    "state": result["state"],
+                    "pendingActions": result["pendingActions"],
+                }
+            )
+            self._state = None
+        return self.get_state()
+
+    async def send(
+        self,
+        text: str,
+        *,
+        client_data: JsonValue = None,
+        client_tools: Sequence[ClientTool] = (),
+    ) -> str:
+        """Send the user's ``text`` and return the run's id."""
+        tools: list[JsonValue] = [
+            {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
+            for t in client_tools
+        ]
+        result = await self._client.request(
+            "send", threadId=self.thread_id, text=text, clientData=client_data, clientTools=tools
+        )
+        return str(result["runId"])
+
+    async def cancel_run(self, run_id: str, reason: str | None = None) -> RunState:
+        """Cancel a run of this thread (see :meth:`Client.cancel_run`)."""
+        return await self._client.cancel_run(run_id, reason)
+
+    def pending_actions(self) -> list[PendingActionView]:
+        """The pending actions the thread's parts show, in part order (from the local state)."""
+        assert self._replica is not None
+        return [self._client.action_view(action) for action in self._replica.pending_actions()]
+
+    def get_pending_action(
+        self, message: Message | Mapping[str, Any], part: ToolPart | Mapping[str, Any]
+    ) -> PendingActionView | None:
+        """The pending action ``part`` of ``message`` (from ``get_state()``) shows, or
+        ``None`` (synchronous)."""
+        message_id = message.id if isinstance(message, Message) else message["id"]
+        call_id = part.tool_call_id if isinstance(part, ToolPart) else part.get("toolCallId")
+        assert self._replica is not None
+        action = self._replica.pending.get(str(call_id))
+        if action is None or action["ref"]["messageId"] != message_id:
+            return None
+        return self._client.action_view(action)
+
+    def watch(self, *, capacity: int = 256) -> AbstractAsyncContextManager[ClientWatch]:
+        """Watch the thread: ``async with thread.watch() as updates: async for u in updates``.
+        Each update is applied to ``get_state()`` before it is yielded."""
+        return self._watch(capacity)
+
+    @asynccontextmanager
+    async def _watch(self, capacity: int) -> AsyncIterator[ClientWatch]:
+        send, receive = trio.open_memory_channel[ThreadUpdate | ThreadResynced](capacity)
+        first = not self._watchers
+        self._watchers.add(send)
+        try:
+            if first:
+                self._first_snapshot = True
+                await self.rewatch(fresh=True)
+            async with receive:
+                yield ClientWatch(self.thread_id, receive, lambda: self._ended(send))
+        finally:
+            self._watchers.discard(send)
+            self._endings.pop(send, None)
+            send.close()
+            if not self._watchers and self._client._ws is not None:
+                with trio.CancelScope(shield=True), trio.move_on_after(5):
+                    try:
+                        await self._client.request("unwatch", threadId=self.thread_id)
+                    except ClientError:
+                        pass
+
+    async def rewatch(self, *, fresh: bool = False) -> None:
+        """(Re)subscribe: from the cursor (missed updates replayed), or ``fresh``."""
+        cursor = (
+            None
+            if fresh or self._replica is None or not self._replica.cursor.epoch
+            else self._replica.cursor
+        )
+        fields: dict[str, JsonValue] = {"threadId": self.thread_id}
+        if cursor is not None:
+            fields["cursor"] = cursor.to_wire()
+        try:
+            await self._client._request("watch", fields, self._on_watch_result)
+        except ConnectionLost:
+            if self._client._failure is not None:
+                raise  # there is no next connection: the client gave up
+            # else the next connection watches again
+
+    async def resubscribe(self) -> None:
+        """:meth:`rewatch` from the client's own tasks (a reconnection, a gap, a watch the
+        server ended): an error frame (the thread is gone from this scope, the server shuts
+        down) ends this thread's watches with that :class:`ServerError`, not the client."""
+        try:
+            await self.rewatch()
+        except ServerError as exc:
+            self._end_watches(exc)
+
+    def _on_watch_result(self, result: dict[str, Any]) -> None:
+        for frame in result["frames"]:
+            if frame["type"] == "snapshot":
+                self.on_snapshot(frame)
+            else:
+                self.on_update(frame)
+
+    def on_snapshot(self, frame: dict[str, Any]) -> None:
+        resynced = (
+            not self._first_snapshot
+            and self._replica is not None
+            and self._replica.cursor.epoch != ""
+        )
+        self._first_snapshot = False
+        self._replica = ThreadReplica.from_snapshot(frame)
+        self._state = None
+        if resynced:
+            self._emit(ThreadResynced(self.thread_id, self.get_state()))
+
+    def on_update(self, frame: dict[str, Any]) -> str:
+        if self._replica is None:
+            return "gap"
+        applied = self._replica.apply(frame)
+        if applied == "applied":
+            self._state = None
+            self._emit(_UPDATE.validate_python(frame["update"]))
+        return applied
+
+    def _emit(self, event: ThreadUpdate | ThreadResynced) -> None:
+        for send in list(self._watchers):
+            try:
+                send.send_nowait(event)
+            except trio.WouldBlock:
+                self._watchers.discard(send)
+                self._endings[send] = WatchOverflow(
+                    f"this watch of thread {self.thread_id!r} fell more than its capacity of "
+                    "updates behind and was dropped; its get_state() stays current: watch again"
+                )
+                send.close()
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._watchers.discard(send)  # that watch's block has ended
+
+    def _ended(self, send: trio.MemorySendChannel[ThreadUpdate | ThreadResynced]) -> Exception:
+        """What the watch fed by ``send`` raises once it has ended."""
+        return self._endings.get(send) or StopAsyncIteration()
+
+    def _end_watches(self, error: Exception) -> None:
+        """End every watch of this thread: each raises ``error`` after its buffered updates."""
+        for send in list(self._watchers):
+            self._watchers.discard(send)
+            self._endings[send] = error
+            send.close()
+
+
+class ClientWatch:
+    """What ``thread.watch()`` gives: an async iterator of :data:`ThreadUpdate` and
+    :class:`ThreadResynced`. One that falls ``capacity`` behind ends with
+    :class:`WatchOverflow` (the thread's ``get_state()`` stays current regardless); one the
+    server refuses when the client watches again after reconnecting, with that
+    :class:`ServerError`; and when the client gives up (a refused token, or a dropped
+    connection with ``reconnect=False``), every watch ends with that error
+    (:class:`AuthenticationFailed`, :class:`ConnectionLost`)."""
+
+    def __init__(
+        self,
+        thread_id: str,
+        receive: trio.MemoryReceiveChannel[ThreadUpdate | ThreadResynced],
+        ended: Callable[[], Exception],
+    ) -> None:
+        self.thread_id = thread_id
+        self._receive = receive
+        self._ended = ended
+
+    def __aiter__(self) -> AsyncIterator[ThreadUpdate | ThreadResynced]:
+        return self
+
+    async def __anext__(self) -> ThreadUpdate | ThreadResynced:
+        try:
+            return await self._receive.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            raise self._ended() from None
+
+    async def receive(self) -> ThreadUpdate | ThreadResynced:
+        return await self.__anext__()

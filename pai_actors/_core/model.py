@@ -1,0 +1,330 @@
+"""The model side: the :class:`Model` protocol, what a model receives and what it streams back.
+
+A model step is one call of :meth:`Model.stream`: it receives a :class:`ModelRequest`
+(instructions, the conversation as model-facing messages, the offered tools) and yields
+:data:`ModelEvent` values, ending with :class:`Finish`. The run loop reads a step with
+``pai_actors._core.step`` (which checks the event protocol) and builds the model-facing messages
+from the thread's messages.
+
+Model-facing messages mirror the AI SDK's ``ModelMessage`` (``to_wire()`` gives its JSON):
+
+- :class:`ModelSystemMessage` ``(text)`` and :class:`ModelUserMessage` ``(text)``;
+- :class:`ModelAssistantMessage` ``(parts)``: :class:`ModelTextPart` and
+  :class:`ModelToolCallPart` ``(tool_call_id, tool_name, input)``, in the order the model
+  produced them;
+- :class:`ModelToolMessage` ``(parts)``: :class:`ModelToolResultPart`
+  ``(tool_call_id, tool_name, output)``, where ``output`` is the AI SDK's tool result output:
+  ``{"type": "text" | "error-text", "value": str}``, ``{"type": "json" | "error-json",
+  "value": <JSON>}`` or ``{"type": "content", "value": [<content blocks>]}``.
+
+A successful result is what the tool's ``to_model_output`` made of its output (by default
+``text`` for a ``str`` output, ``json`` otherwise); a failed or cancelled call is
+``error-text`` with its ``errorText``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal, Protocol, TypeAlias, get_args
+
+from .errors import ModelProtocolError, OutputNotJSON
+from .json import JsonValue, to_json_value
+
+JsonSchema: TypeAlias = dict[str, JsonValue]
+
+ToolResultOutput: TypeAlias = dict[str, JsonValue]
+"""The AI SDK's tool result output: ``{"type": ..., "value": ...}`` (see the module docs)."""
+
+FinishReason: TypeAlias = Literal[
+    "stop", "tool-calls", "length", "content-filter", "error", "other", "unknown"
+]
+"""Why a model step ended: the AI SDK's finish reasons."""
+
+_FINISH_REASONS: tuple[str, ...] = get_args(FinishReason)
+_OUTPUT_TYPES = ("text", "json", "content", "error-text", "error-json")
+
+
+def check_tool_result_output(output: object, *, what: str = "output") -> ToolResultOutput:
+    """Return ``output`` as a :data:`ToolResultOutput` dict, or raise ModelProtocolError."""
+    advice = (
+        'use {"type": "text" | "error-text", "value": str}, '
+        '{"type": "json" | "error-json", "value": <JSON>} or '
+        '{"type": "content", "value": [...]}'
+    )
+    if not isinstance(output, Mapping) or set(output) != {"type", "value"}:
+        raise ModelProtocolError(
+            f"{what} {output!r} is not a tool result output (a dict with exactly the keys "
+            f"'type' and 'value'); {advice}"
+        )
+    kind, value = output["type"], output["value"]
+    if kind not in _OUTPUT_TYPES:
+        raise ModelProtocolError(f"{what} has the unknown type {kind!r}; {advice}")
+    if kind in ("text", "error-text") and not isinstance(value, str):
+        raise ModelProtocolError(
+            f"{what} of type {kind!r} has the value {value!r}; its value must be a str"
+        )
+    if kind == "content" and not isinstance(value, list | tuple):
+        raise ModelProtocolError(
+            f"{what} of type 'content' has the value {value!r}; its value must be a list of "
+            "content blocks, such as [{'type': 'text', 'text': '...'}]"
+        )
+    try:
+        return {"type": kind, "value": to_json_value(value, what=f"{what}['value']")}
+    except OutputNotJSON as exc:
+        raise ModelProtocolError(f"{exc}; a tool result output must be JSON") from exc
+
+
+# -- what a model receives ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ModelTextPart:
+    """Text the assistant wrote, inside a :class:`ModelAssistantMessage`."""
+
+    text: str
+
+    def to_wire(self) -> dict[str, JsonValue]:
+        return {"type": "text", "text": self.text}
+
+
+@dataclass(frozen=True, slots=True)
+class ModelToolCallPart:
+    """A tool call the assistant made, inside a :class:`ModelAssistantMessage`."""
+
+    tool_call_id: str
+    tool_name: str
+    input: JsonValue
+
+    def to_wire(self) -> dict[str, JsonValue]:
+        return {
+            "type": "tool-call",
+            "toolCallId": self.tool_call_id,
+            "toolName": self.tool_name,
+            "input": self.input,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ModelToolResultPart:
+    """The result of one tool call, inside a :class:`ModelToolMessage`.
+
+    ``output`` is the AI SDK's tool result output (checked, and copied, at construction).
+    """
+
+    tool_call_id: str
+    tool_name: str
+    output: ToolResultOutput
+
+    def __post_init__(self) -> None:
+        checked = check_tool_result_output(
+            self.output, what=f"the output of tool call {self.tool_call_id!r}"
+        )
+        object.__setattr__(self, "output", checked)
+
+    def to_wire(self) -> dict[str, JsonValue]:
+        return {
+            "type": "tool-result",
+            "toolCallId": self.tool_call_id,
+            "toolName": self.tool_name,
+            "output": self.output,
+        }
+
+
+def _parts(owner: str, parts: object, allowed: tuple[type, ...]) -> tuple[object, ...]:
+    if isinstance(parts, str | bytes) or not isinstance(parts, Sequence):
+        raise ModelProtocolError(
+            f"{owner} parts must be a sequence, got {parts!r}; "
+            f"give a list of {' or '.join(t.__name__ for t in allowed)}"
+        )
+    for part in parts:
+        if not isinstance(part, allowed):
+            raise ModelProtocolError(
+                f"{owner} cannot hold {part!r}; "
+                f"its parts are {' or '.join(t.__name__ for t in allowed)}"
+            )
+    return tuple(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSystemMessage:
+    """System text: a notification the runtime appended, or other trusted instructions."""
+
+    text: str
+    role: ClassVar[Literal["system"]] = "system"
+
+    def to_wire(self) -> dict[str, JsonValue]:
+        return {"role": "system", "content": self.text}
+
+
+@dataclass(frozen=True, slots=True)
+class ModelUserMessage:
+    """What the user wrote."""
+
+    text: str
+    role: ClassVar[Literal["user"]] = "user"
+
+    def to_wire(self) -> dict[str, JsonValue]:
+        return {"role": "user", "content": [{"type": "text", "text": self.text}]}
+
+
+@dataclass(frozen=True, slots=True)
+class ModelAssistantMessage:
+    """One model step's output: text and tool calls, in the order the model produced them."""
+
+    parts: Sequence[ModelTextPart | ModelToolCallPart]
+    role: ClassVar[Literal["assistant"]] = "assistant"
+
+    def __post_init__(self) -> None:
+        parts = _parts("ModelAssistantMessage", self.parts, (ModelTextPart, ModelToolCallPart))
+        object.__setattr__(self, "parts", parts)
+
+    def to_wire(self) -> dict[str, JsonValue]:
+        return {"role": "assistant", "content": [part.to_wire() for part in self.parts]}
+
+
+@dataclass(frozen=True, slots=True)
+class ModelToolMessage:
+    """The results of an assistant message's tool calls, by ``tool_call_id``."""
+
+    parts: Sequence[ModelToolResultPart]
+    role: ClassVar[Literal["tool"]] = "tool"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "parts", _parts("ModelToolMessage", self.parts, (ModelToolResultPart,))
+        )
+
+    def to_wire(self) -> dict[str, JsonValue]:
+        return {"role": "tool", "content": [part.to_wire() for part in self.parts]}
+
+
+ModelMessage: TypeAlias = (
+    ModelSystemMessage | ModelUserMessage | ModelAssistantMessage | ModelToolMessage
+)
+"""A model-facing message (the AI SDK's ``ModelMessage``); see the module docs."""
+
+_MESSAGE_TYPES = (ModelSystemMessage, ModelUserMessage, ModelAssistantMessage, ModelToolMessage)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelTool:
+    """A tool as the model sees it: its resolved description and its input JSON Schema."""
+
+    description: str
+    input_schema: JsonSchema
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """Everything one model step receives.
+
+    ``instructions`` is the agent's system prompt (``None`` when it has none); ``messages``
+    the conversation so far (kept as a tuple); ``tools`` the tools the model may call in
+    this step, by registration name (a copy of the mapping given).
+    """
+
+    instructions: str | None = None
+    messages: Sequence[ModelMessage] = ()
+    tools: dict[str, ModelTool] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.messages, str | bytes) or not isinstance(self.messages, Sequence):
+            raise ModelProtocolError(
+                f"ModelRequest messages must be a sequence of model messages, got {self.messages!r}"
+            )
+        for message in self.messages:
+            if not isinstance(message, _MESSAGE_TYPES):
+                raise ModelProtocolError(
+                    f"ModelRequest messages cannot hold {message!r}; use ModelSystemMessage, "
+                    "ModelUserMessage, ModelAssistantMessage or ModelToolMessage"
+                )
+        for name, tool in self.tools.items():
+            if not isinstance(tool, ModelTool):
+                raise ModelProtocolError(
+                    f"ModelRequest tool {name!r} is {tool!r}; give a "
+                    "ModelTool(description, input_schema)"
+                )
+        object.__setattr__(self, "messages", tuple(self.messages))
+        object.__setattr__(self, "tools", dict(self.tools))
+
+
+# -- what a model streams back -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A fragment of the text the model is writing."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolInputStart:
+    """The model began a tool call whose input will follow as :class:`ToolInputDelta`\\ s."""
+
+    tool_call_id: str
+    tool_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolInputDelta:
+    """A fragment of a started tool call's input, as JSON text.
+
+    The fragments of one call, concatenated, are the JSON text of the ``input`` of the
+    :class:`ToolCallEvent` that completes the call.
+    """
+
+    tool_call_id: str
+    delta: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallEvent:
+    """A complete tool call: its parsed JSON input.
+
+    It completes a call that a :class:`ToolInputStart` began, or stands alone when the
+    input was not streamed. The input is what the model wrote; it is checked against the
+    tool's ``input_schema`` later, by the run loop.
+    """
+
+    tool_call_id: str
+    tool_name: str
+    input: JsonValue
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """The last event of every step, with the AI SDK's finish reason.
+
+    ``"tool-calls"`` when the step called tools, ``"stop"`` when the model answered; the
+    run loop decides what comes next from the tool calls, not from the reason.
+    """
+
+    reason: FinishReason
+
+    def __post_init__(self) -> None:
+        if self.reason not in _FINISH_REASONS:
+            known = ", ".join(map(repr, _FINISH_REASONS))
+            raise ModelProtocolError(
+                f"Finish reason {self.reason!r} is not one of {known}; "
+                "map the provider's reason to one of them ('other' when none fits)"
+            )
+
+
+ModelEvent: TypeAlias = TextDelta | ToolInputStart | ToolInputDelta | ToolCallEvent | Finish
+"""What :meth:`Model.stream` yields; every step ends with exactly one :class:`Finish`."""
+
+MODEL_EVENT_TYPES = (TextDelta, ToolInputStart, ToolInputDelta, ToolCallEvent, Finish)
+
+
+class Model(Protocol):
+    """A language model, as the run loop calls it: one :meth:`stream` per step.
+
+    Implementations are trio-native: the iterator awaits at checkpoints and is cancellable
+    there. ``pai_actors.testing.ScriptedModel`` is a scripted implementation for tests.
+    """
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Stream one step's events for ``request``, ending with :class:`Finish`."""
+        ...

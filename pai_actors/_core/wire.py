@@ -1,0 +1,68 @@
+"""The base of every wire model: frozen pydantic, snake_case in Python, camelCase on the wire.
+
+Wire models (message parts, thread and run state, action results and refs) are what crosses
+the wire and the disk. Each is a frozen pydantic model whose attributes are snake_case and
+whose aliases are the AI SDK's camelCase names; ``to_wire()`` is the exact JSON a client
+receives, and ``Model.model_validate(obj.to_wire())`` reads it back.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Annotated, Any, Self
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic.alias_generators import to_camel
+
+from .errors import OutputNotJSON
+from .json import JsonValue, to_json_value
+
+
+def _check_json(value: object) -> JsonValue:
+    try:
+        return to_json_value(value)
+    except OutputNotJSON as exc:  # pydantic reports ValueError as a validation error
+        raise ValueError(str(exc)) from None
+
+
+if TYPE_CHECKING:
+    Json = JsonValue
+else:
+    # ``JsonValue`` is a recursive alias pydantic cannot build a schema for; the field holds
+    # Any, checked and normalised by ``to_json_value`` (so NaN, sets, ... are rejected).
+    Json = Annotated[Any, BeforeValidator(_check_json)]
+
+
+def iso(at: datetime) -> str:
+    """``at`` as an ISO-8601 string, UTC written as ``Z`` (as JavaScript's ``toISOString``)."""
+    text = at.isoformat()
+    return text[:-6] + "Z" if at.utcoffset() == timedelta(0) and text.endswith("+00:00") else text
+
+
+class WireModel(BaseModel):
+    """A frozen wire model: snake_case attributes, camelCase aliases, unknown fields refused."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        extra="forbid",
+    )
+
+    @classmethod
+    def trusted(cls, **fields: Any) -> Self:
+        """An instance from values known to be valid, built without validation: every field
+        given, by its Python name, already of its field's type (as ``model_construct`` with
+        all fields set, minus its per-field bookkeeping). The runtime projects every call
+        transition through this; the tests check that each projection validates."""
+        if __debug__ and fields.keys() != cls.model_fields.keys():
+            missing = cls.model_fields.keys() - fields.keys()
+            extra = fields.keys() - cls.model_fields.keys()
+            raise TypeError(f"{cls.__name__}.trusted(): missing {missing}, unknown {extra}")
+        model = cls.__new__(cls)
+        object.__setattr__(model, "__dict__", fields)
+        object.__setattr__(model, "__pydantic_fields_set__", set(fields))
+        object.__setattr__(model, "__pydantic_extra__", None)
+        object.__setattr__(model, "__pydantic_private__", None)
+        return model

@@ -1,0 +1,408 @@
+"""Nested tool calls: ``ctx.tools`` (:class:`ToolCallMap` of :class:`BoundTool`).
+
+A tool that declares ``tools={...}`` calls them from its ``execute`` with
+``await ctx.tools.<name>.execute(raw_input)``. Before the parent's ``execute`` starts, every
+child registration is resolved once (its ``enabled``, called with the parent's context as
+``runtime_context``); that value stays fixed for the whole invocation. A resolution that
+fails means the parent never starts (its call ends in ``output-error``); it is never read as
+``enabled: False``.
+
+Each child call runs as a child actor of the parent call's actor, under the supervisor the
+parent opens around its ``execute``: cancelling the parent cancels every child, and a
+child's ``abort_signal`` cancels that child alone. A child call:
+
+1. refuses at once, with :class:`ToolInvocationError`, when the child is disabled for this
+   invocation or the parent has returned;
+2. parses the raw input by the child's input schema (invalid: :class:`ToolInvocationError`
+   with the validation errors);
+3. maps the child's context (``map_context(runtime_context=<the parent's context>, ...)``);
+4. runs the child's ``execute`` in its actor and takes its outcome: an output is parsed by
+   the child's output schema and returned as it parses it, after the child registration's
+   ``on_output`` observed it; ``ctx.fail(sentence)`` raises :class:`ToolInvocationError`
+   with the sentence; an exception raises it with a generic message, unless the runtime's
+   ``map_error`` gives one; an abort raises it naming the reason.
+
+A failing lifecycle hook of a child (its ``map_context`` or ``on_output``) is fatal to the
+parent call: the child call raises, and the parent's call ends in ``output-error`` with that
+failure even if its ``execute`` caught the exception and returned. Children are not
+conversation parts and have no durable record; their ``to_model_output`` never runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import replace
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from supervisors import Supervisor
+
+from .._tools.capabilities import Capabilities
+from .subagents import AgentRunner
+from .._tools.blocking import require_trio
+from .._tools.context import (
+    AbortController,
+    AbortSignal,
+    InitialEntry,
+    ToolContext,
+    ToolDataWriter,
+    ToolFailResult,
+    ToolSuspendResult,
+    ToolThread,
+)
+from .._core.errors import ToolInvocationError, ValidationFailed
+from .._core.json import JsonValue, to_json_value
+from .._core.parts import ToolDataItem
+from .._tools.registration import ToolRegistration, as_registration, call_callback
+from .._tools.tool import ChildToolInfo
+
+if TYPE_CHECKING:
+    from .run import LiveRun
+    from .runtime import AgentRuntime
+
+
+class ChildCalls:
+    """The children of one parent invocation: their registrations, their state fixed for the
+    invocation, the supervisor their actors run under, and the first fatal hook failure.
+
+    Concurrency contract: used from the parent's ``execute`` (any of its tasks) while the
+    parent's supervisor block is open; :meth:`close` (when ``execute`` returns) makes every
+    later call refuse.
+    """
+
+    def __init__(
+        self,
+        rt: AgentRuntime,
+        live: LiveRun,
+        parent: ToolThread,
+        *,
+        parent_context: Any,
+        registrations: Mapping[str, ToolRegistration],
+        enabled: Mapping[str, bool],
+        infos: Mapping[str, ChildToolInfo],
+        supervisor: Supervisor,
+        parent_signal: AbortSignal,
+        acquire: Callable[[ToolRegistration, ToolThread], Any] | None = None,
+    ) -> None:
+        self.rt = rt
+        self.parent_signal = parent_signal
+        self.live = live
+        self.parent = parent
+        self.parent_context = parent_context
+        self.registrations = registrations
+        self.supervisor = supervisor
+        self.acquire = acquire
+        self.fatal: Exception | None = None
+        self.closed = False
+        self._running: set[AbortController] = set()  # the signals of the children running
+        self._numbers = itertools.count(1)
+        self.map = ToolCallMap(
+            {
+                name: BoundTool(self, name, registration, enabled[name], infos.get(name))
+                for name, registration in registrations.items()
+            }
+        )
+
+    def close(self, reason: str) -> None:
+        """The parent's ``execute`` returned: refuse every later call, and abort the children
+        still running with ``reason`` (their signals first, then their actors are cancelled
+        by the caller's supervisor: the same moment for the tool)."""
+        self.closed = True
+        for controller in list(self._running):
+            controller.abort(reason)
+
+    def refuse(
+        self, child: str, problem: str, *, aborted: bool = False, reason: str | None = None
+    ) -> ToolInvocationError:
+        return ToolInvocationError(
+            f"child tool {child!r} of tool {self.parent.tool_name!r}: {problem}",
+            tool=self.parent.tool_name,
+            child=child,
+            aborted=aborted,
+            reason=reason,
+        )
+
+    async def run(
+        self,
+        child: str,
+        registration: ToolRegistration,
+        raw_input: object,
+        abort_signal: AbortSignal | None,
+    ) -> Any:
+        definition = registration.tool
+        schemas = definition._schemas
+        try:
+            parsed = schemas.input.parse(raw_input, what="input")
+        except ValidationFailed as exc:
+            raise self.refuse(child, str(exc)) from None
+        thread = ToolThread(
+            self.parent.thread_id,
+            self.parent.run_id,
+            f"{self.parent.tool_call_id}/{child}.{next(self._numbers)}",
+            child,
+        )
+        context = await self._hook(
+            child,
+            "map_context",
+            lambda: self._map_context(registration),
+        )
+        outcome = await self._in_actor(child, registration, thread, parsed, context, abort_signal)
+        if isinstance(outcome, ToolSuspendResult):
+            raise self.refuse(child, "a child tool cannot suspend; return its output instead")
+        if isinstance(outcome, ToolFailResult):
+            raise self.refuse(child, outcome.message)
+        try:
+            output = outcome if schemas.output is None else schemas.output.parse(outcome)
+            dumped = _dump(schemas.output, output)
+        except Exception as exc:  # an output its schema refuses, or not lossless JSON
+            raise self.refuse(child, f"its output was refused: {exc}") from None
+        if registration.on_output is not None:
+            on_output = registration.on_output
+            await self._hook(
+                child,
+                "on_output",
+                lambda: call_callback(
+                    on_output,
+                    output=dumped,
+                    input=_dump(schemas.input, parsed),
+                    tool_call_id=thread.tool_call_id,
+                    tool_name=child,
+                    context=context,
+                    identity=self.live.identity,
+                    client_data=self.live.client_data,
+                ),
+            )
+        return output
+
+    async def _map_context(self, registration: ToolRegistration) -> Any:
+        if registration.map_context is None:
+            return self.parent_context
+        return await call_callback(
+            registration.map_context,
+            runtime_context=self.parent_context,
+            identity=self.live.identity,
+            client_data=self.live.client_data,
+        )
+
+    async def _hook(self, child: str, hook: str, call: Callable[[], Awaitable[Any]]) -> Any:
+        """Run a lifecycle hook; a failure is fatal to the parent (and raised here)."""
+        try:
+            return await call()
+        except Exception as exc:
+            if self.fatal is None:
+                self.fatal = exc
+            raise self.refuse(child, f"its {hook} raised {type(exc).__name__}: {exc}") from exc
+
+    async def _in_actor(
+        self,
+        child: str,
+        registration: ToolRegistration,
+        thread: ToolThread,
+        parsed: Any,
+        context: Any,
+        abort_signal: AbortSignal | None,
+    ) -> Any:
+        """Run the child's ``execute`` as a child actor; return what it returned."""
+        controller = AbortController()
+        self.parent_signal._follow(controller)  # the parent's abort reaches the child at once
+        self._running.add(controller)
+        done = trio.Event()
+        result: list[Any] = []
+        failure: list[Exception] = []
+
+        async def child_actor(mailbox: Any) -> None:
+            try:
+                ctx = ToolContext(
+                    input=parsed,
+                    context=context,
+                    agent_id=self.live.agent_id,
+                    thread=thread,
+                    signal=controller.signal,
+                    entry=InitialEntry(),
+                    data=ToolDataWriter(_no_data(child), _no_list(child)),
+                    capabilities=Capabilities(),
+                    files=self.live.files(self.rt, thread.tool_call_id),
+                    agents=AgentRunner(self.rt, self.live, thread, controller.signal),
+                    _trigger=partial(self.rt.trigger, self.live.thread_id),
+                )
+                execute = registration.tool.execute
+                assert execute is not None  # children have execute (checked at definition)
+                if self.acquire is None or not registration.tool.capabilities:
+                    result.append(await self.rt.blocking.call(execute, ctx))
+                else:
+                    async with self.acquire(registration, thread) as capabilities:
+                        ctx = replace(ctx, capabilities=capabilities)
+                        result.append(await self.rt.blocking.call(execute, ctx))
+            except Exception as exc:
+                failure.append(exc)
+            finally:
+                done.set()
+
+        number = thread.tool_call_id.rsplit(".", 1)[-1]
+        ref = self.supervisor.spawn(
+            child_actor, name=f"{child}-{number}", restart="temporary", capacity=0
+        )
+        aborted: list[str | None] = []
+
+        async def watch(signal: AbortSignal) -> None:
+            await signal.wait()
+            aborted.append(signal.reason)
+            controller.abort(signal.reason)
+            ref.cancel(signal.reason)
+
+        try:
+            async with trio.open_nursery() as nursery:
+                if abort_signal is not None:
+                    nursery.start_soon(watch, abort_signal)
+                await done.wait()
+                nursery.cancel_scope.cancel()
+        except BaseException:
+            # The caller was cancelled (its parent call is ending): stop the child too, with
+            # the parent's reason when it has one.
+            controller.abort(self.parent_signal.reason or "the parent call was cancelled")
+            ref.cancel(controller.signal.reason)
+            raise
+        finally:
+            self._running.discard(controller)
+        signal = controller.signal
+        if aborted or (self.closed and signal.aborted) or not (result or failure):
+            # Aborted by its abort_signal or by the parent returning (a child's own error or
+            # output otherwise stays its outcome): the signal holds the reason.
+            reason = signal.reason
+            shown = "it was aborted" + (f": {reason}" if reason else "")
+            raise self.refuse(child, shown, aborted=True, reason=reason)
+        if failure:
+            raise self.refuse(child, await self._error_text(failure[0], thread))
+        return result[0]
+
+    async def _error_text(self, exc: Exception, thread: ToolThread) -> str:
+        """``map_error``'s text for a child's exception, else a generic one (API §3)."""
+        text = await self.rt.mapped_error_text(exc, thread)
+        return text if text is not None else "it failed with an unexpected error"
+
+
+class BoundTool:
+    """One declared child of the running parent, as ``ctx.tools.<name>`` (API §6).
+
+    ``enabled`` is fixed for this parent invocation; ``description`` is the child's resolved
+    description (``""`` for a disabled child whose description is a callback);
+    ``input_schema`` and ``output_schema`` are JSON Schema dicts (``None``: no output
+    schema). ``await execute(raw_input, *, abort_signal=None)`` runs it and returns its
+    output, or raises :class:`ToolInvocationError`.
+    """
+
+    def __init__(
+        self,
+        calls: ChildCalls,
+        name: str,
+        registration: ToolRegistration,
+        enabled: bool,
+        info: ChildToolInfo | None,
+    ) -> None:
+        self._calls = calls
+        self._registration = registration
+        self.name = name
+        self.enabled = enabled
+        spec = registration.tool.wire_spec()
+        static = registration.tool.config.description
+        self.description = (
+            info.description if info is not None else (static if isinstance(static, str) else "")
+        )
+        self.input_schema: dict[str, JsonValue] = spec.input_schema
+        self.output_schema: dict[str, JsonValue] | None = spec.output_schema
+
+    def __repr__(self) -> str:
+        return f"BoundTool({self.name!r}, enabled={self.enabled})"
+
+    def execute(
+        self, raw_input: object, *, abort_signal: AbortSignal | None = None
+    ) -> Awaitable[Any]:
+        """``await ctx.tools.<name>.execute(raw_input, *, abort_signal=None)``."""
+        require_trio(f"ctx.tools.{self.name}.execute()")
+        return self._execute(raw_input, abort_signal)
+
+    async def _execute(self, raw_input: object, abort_signal: AbortSignal | None) -> Any:
+        calls = self._calls
+        if calls.closed:
+            raise calls.refuse(
+                self.name, "its parent's execute has returned; await child calls before returning"
+            )
+        if not self.enabled:
+            raise calls.refuse(self.name, "it is disabled for this invocation (check .enabled)")
+        if abort_signal is not None and not isinstance(abort_signal, AbortSignal):
+            raise TypeError(
+                f"abort_signal must be an AbortSignal (AbortController().signal), got "
+                f"{abort_signal!r}"
+            )
+        if abort_signal is not None and abort_signal.aborted:  # never starts
+            reason = abort_signal.reason
+            raise calls.refuse(self.name, "it was aborted" + (f": {reason}" if reason else ""))
+        return await calls.run(self.name, self._registration, raw_input, abort_signal)
+
+
+class ToolCallMap(Mapping[str, BoundTool]):
+    """``ctx.tools``: the parent's declared children by name, as :class:`BoundTool`
+    (attribute and item access; every declared child is here, disabled ones included)."""
+
+    def __init__(self, tools: Mapping[str, BoundTool]) -> None:
+        self._tools = dict(tools)
+
+    def __getitem__(self, name: str) -> BoundTool:
+        try:
+            return self._tools[name]
+        except KeyError:
+            raise KeyError(self._missing(name)) from None
+
+    def __getattr__(self, name: str) -> BoundTool:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self._tools[name]
+        except KeyError:
+            raise AttributeError(self._missing(name)) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tools)
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __repr__(self) -> str:
+        return f"ToolCallMap({list(self._tools)!r})"
+
+    def _missing(self, name: str) -> str:
+        declared = ", ".join(map(repr, self._tools)) or "none"
+        return (
+            f"no child tool {name!r} is declared (declared: {declared}); declare it in "
+            "define_tool(tools=...)"
+        )
+
+
+def child_registrations(
+    tools: Mapping[str, Any],
+) -> dict[str, ToolRegistration]:
+    return {name: as_registration(value) for name, value in tools.items()}
+
+
+def _dump(schema: Any, value: Any) -> JsonValue:
+    return to_json_value(value, what="output") if schema is None else schema.dump(value)
+
+
+def _no_data(child: str) -> Callable[[str, object, str | None, bool], Awaitable[None]]:
+    async def write(name: str, value: object, item_id: str | None, transient: bool) -> None:
+        raise ValueError(
+            f"child tool {child!r} has no tool data: children are not conversation parts; "
+            "report progress from the parent tool"
+        )
+
+    return write
+
+
+def _no_list(child: str) -> Callable[[str], Awaitable[list[ToolDataItem]]]:
+    async def list_items(name: str) -> list[ToolDataItem]:
+        return []
+
+    return list_items

@@ -1,0 +1,343 @@
+"""The run's I/O helpers: reading a model step into the store, writing a call with its part,
+and the registration callbacks around a call (its context and ``on_output``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import trio
+
+from .._tools.agent import RuntimeScope
+from .._core.call_record import CallRecord, CallSpec, Execute
+from .._core.calls import (
+    abandon_call,
+    cancel_call,
+    finish_exception,
+    input_available,
+    input_delta,
+    new_call,
+    not_offered,
+    request_approval,
+    to_part,
+)
+from .._core.errors import ModelProtocolError, StoreConflict
+from .._core.model import (
+    ModelAssistantMessage,
+    ModelRequest,
+    ModelToolCallPart,
+    ToolCallEvent,
+    ToolInputDelta,
+    ToolInputStart,
+)
+from .._core.parts import Message, TextPart
+from .prepare import resolve_runtime_context
+from .._core.records import StoredCall
+from .._tools.registration import ClientTool, ToolRegistration, call_callback
+from .._core.step import StepAccumulator
+from .._store.base import Transaction
+
+if TYPE_CHECKING:
+    from .run import LiveRun
+    from .runtime import AgentRuntime
+
+_log = logging.getLogger("pai_actors")
+
+RUNTIME_CLOSING = "the runtime is closing"
+"""The reason a closing runtime gives the calls it cancels (their signals and records)."""
+
+
+async def write_call(rt: AgentRuntime, call: StoredCall, record: CallRecord) -> StoredCall:
+    """Write ``record`` and its tool part in one transaction; return the stored call."""
+    async with rt.transaction() as tx:
+        stored = stage_call(tx, call, record)
+    return stored
+
+
+def stage_call(tx: Transaction, call: StoredCall, record: CallRecord) -> StoredCall:
+    """Stage ``record`` and its tool part on ``tx``; return the call as it will be stored."""
+    stored = tx.put_call(call, record=record)
+    tx.put_tool_part(call.thread_id, call.message_id, to_part(record))
+    return stored
+
+
+async def tool_context(rt: AgentRuntime, live: LiveRun, registration: ToolRegistration) -> Any:
+    """The context a registered tool receives in ``live``: ``map_context`` of the run's."""
+    if not live.context_resolved:  # a run activated by a submission, before its loop began
+        thread = live.thread
+        scope = RuntimeScope(thread.scope_key, thread.user_key, thread.thread_id, live.identity)
+        live.runtime_context = await resolve_runtime_context(live.agent, scope)
+        live.context_resolved = True
+    if registration.map_context is None:
+        return live.runtime_context
+    return await call_callback(
+        registration.map_context,
+        runtime_context=live.runtime_context,
+        identity=live.identity,
+        client_data=live.client_data,
+    )
+
+
+def needs_observing(live: LiveRun, record: CallRecord) -> bool:
+    """Whether ``record`` settled with an output its registration's ``on_output`` has not
+    observed yet."""
+    if record.observed or record.dynamic or record.finish != "output-available":
+        return False
+    registration = live.agent.tools.get(record.name)
+    return registration is not None and registration.on_output is not None
+
+
+async def observe_output(rt: AgentRuntime, live: LiveRun, call: StoredCall) -> StoredCall:
+    """Call the registration's ``on_output`` for a call that settled with an output, then
+    record that it was observed; return the call as stored.
+
+    ``on_output(*, output, input, tool_call_id, tool_name, context, identity, client_data)``
+    (sync or async) runs after the output is stored, in the run's actor, before the model
+    sees the output; it observes and cannot change it: an exception it raises is logged and
+    otherwise ignored. The ``observed`` mark is stored after it returns, so ``on_output``
+    runs at least once per output: again, if the process stops in between, when a later
+    runtime goes on with the run; never for a run cancelled before it ran.
+    """
+    record = call.record
+    if not needs_observing(live, record):
+        return call
+    registration = live.agent.tools[record.name]
+    assert registration.on_output is not None
+    try:
+        await call_callback(
+            registration.on_output,
+            output=record.output,
+            input=record.input,
+            tool_call_id=record.tool_call_id,
+            tool_name=record.name,
+            context=await tool_context(rt, live, registration),
+            identity=live.identity,
+            client_data=live.client_data,
+        )
+    except Exception:
+        _log.exception("on_output of tool %r (call %r) raised", record.name, record.tool_call_id)
+    return await write_call(rt, call, replace(record, observed=True))
+
+
+async def read_step(
+    rt: AgentRuntime,
+    live: LiveRun,
+    request: ModelRequest,
+    message_id: str,
+    client_tools: Mapping[str, ClientTool],
+) -> list[StartedCall]:
+    """Stream one model step into the assistant message ``message_id``; return its calls.
+
+    A streamed call's part is stored in ``input-streaming`` state at its
+    :class:`ToolInputStart` and updated with each delta; the message gets its final text and
+    parts when the step ends, each complete call judged in the same write: not offered in
+    this step (``output-error``), invalid input (``output-error``), waiting for a client's
+    output, or ``input-available`` and executing. If the stream fails, the calls still
+    streaming end in ``output-error`` before the error propagates.
+
+    A step without tool calls is the run's final answer: unless a notification waits to be
+    answered, the run is stored ``completed`` in the same commit (and ``live.run`` updated).
+    """
+    accumulator = StepAccumulator()
+    streamed: dict[str, StoredCall] = {}
+    appended = False
+    # Every earlier call of the thread is finished by now, so the request's history has them.
+    taken = {
+        part.tool_call_id
+        for message in request.messages
+        if isinstance(message, ModelAssistantMessage)
+        for part in message.parts
+        if isinstance(part, ModelToolCallPart)
+    }
+    try:
+        events = live.model.stream(request)
+        try:
+            async for event in events:
+                accumulator.feed(event)
+                if isinstance(event, ToolInputStart | ToolCallEvent):
+                    _check_new_id(event.tool_call_id, taken)
+                if isinstance(event, ToolInputStart):
+                    record = new_call(
+                        event.tool_name,
+                        event.tool_call_id,
+                        dynamic=event.tool_name in client_tools,
+                    )
+                    call = StoredCall(
+                        thread_id=live.thread_id,
+                        run_id=live.run_id,
+                        message_id=message_id,
+                        record=record,
+                    )
+                    async with rt.transaction() as tx:
+                        if not appended:
+                            tx.append_message(
+                                live.thread_id,
+                                Message(id=message_id, role="assistant", parts=()),
+                            )
+                        staged = tx.put_call(call)
+                        tx.put_tool_part(live.thread_id, message_id, to_part(record))
+                    streamed[event.tool_call_id] = staged  # only once committed
+                    appended = True
+                    rt.notify(live.thread_id)
+                elif isinstance(event, ToolInputDelta):
+                    call = streamed[event.tool_call_id]
+                    streamed[event.tool_call_id] = await write_call(
+                        rt, call, input_delta(call.record, event.delta)
+                    )
+                    rt.notify(live.thread_id)
+        finally:
+            aclose = getattr(events, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        step = accumulator.result()
+    except BaseException:
+        # A cancellation of the run (cancel_run, or the runtime closing) cancels the calls
+        # still streaming, with its reason; any other end of the stream breaks them.
+        cancelled = live.cancelling or rt.closing
+        reason = live.cancel_reason if live.cancelling else RUNTIME_CLOSING
+        with trio.CancelScope(shield=True):
+            for call in streamed.values():
+                if call.record.phase == "streaming":
+                    record = (
+                        cancel_call(call.record, reason, at=rt.now()).record
+                        if cancelled
+                        else _broken_stream(call.record)
+                    )
+                    try:
+                        await write_call(rt, call, record)
+                    except StoreConflict:  # already recorded (e.g. cancelled) meanwhile
+                        pass
+        raise
+    records: list[CallRecord] = []
+    inputs: list[object] = []
+    for event in step.tool_calls:
+        before = streamed.get(event.tool_call_id)
+        if before is None:
+            record = new_call(
+                event.tool_name, event.tool_call_id, dynamic=event.tool_name in client_tools
+            )
+        else:
+            record = before.record
+        records.append(replace(record, input=event.input))
+        inputs.append(event.input)
+    started: list[tuple[CallRecord, Any]] = []
+    for record, raw_input in zip(records, inputs, strict=True):
+        started.append(await _complete(rt, live, request, client_tools, record, raw_input))
+    text = [TextPart(text=step.text)] if step.text else []
+    message = Message(
+        id=message_id, role="assistant", parts=(*text, *(to_part(r) for r, _ in started))
+    )
+    completed = None
+    async with rt.transaction() as tx:
+        if appended:
+            tx.replace_message(live.thread_id, message)
+        else:
+            tx.append_message(live.thread_id, message)
+        if not started and not rt.notified(live.thread_id):
+            # A final answer, and no notification arrived to answer next: the run is
+            # completed in the same commit (recovery would settle it so anyway; see
+            # ``AgentRuntime._load``), one commit fewer per run.
+            completed = tx.put_run(live.run.model_copy(update={"status": "completed"}))
+        stored = [
+            tx.put_call(
+                streamed[r.tool_call_id].model_copy(update={"record": r})
+                if r.tool_call_id in streamed
+                else StoredCall(
+                    thread_id=live.thread_id,
+                    run_id=live.run_id,
+                    message_id=message_id,
+                    record=r,
+                )
+            )
+            for r, _ in started
+        ]
+    if completed is not None:
+        live.run = completed  # only once committed
+    return [
+        StartedCall(call, tool_input) for call, (_, tool_input) in zip(stored, started, strict=True)
+    ]
+
+
+class StartedCall(NamedTuple):
+    """A call of the step as stored, and its parsed input when its ``execute`` is to run
+    (``call.record.phase == "executing"``)."""
+
+    call: StoredCall
+    input: Any
+
+
+async def _complete(
+    rt: AgentRuntime,
+    live: LiveRun,
+    request: ModelRequest,
+    client_tools: Mapping[str, ClientTool],
+    record: CallRecord,
+    raw_input: object,
+) -> tuple[CallRecord, Any]:
+    """A call whose input is complete: not offered, invalid, waiting for its output, waiting
+    for the user's approval (``needs_approval``), or executing (with its parsed input)."""
+    if record.dynamic:
+        client_tool = client_tools[record.name]
+        rt.client_tools[live.thread_id, record.tool_call_id] = client_tool
+        spec = CallSpec.external(client_tool.schema)
+    else:
+        registration = live.agent.tools.get(record.name)
+        if registration is None or record.name not in request.tools:
+            return not_offered(record, list(request.tools)).record, None
+        spec = CallSpec.for_tool(registration.tool)
+    try:
+        step = input_available(record, spec, raw_input)
+    except Exception as exc:  # a validator raising something pydantic does not wrap
+        text = f"validating the tool's input failed: {exc!r}"
+        return abandon_call(record, text, at=rt.now()).record, None
+    execute = next((e for e in step.effects if isinstance(e, Execute)), None)
+    if execute is None:
+        return step.record, None
+    if not record.dynamic:
+        try:
+            needed = await needs_approval(rt, live, live.agent.tools[record.name], step.record)
+        except Exception as exc:  # the policy callback failed: the call cannot start
+            return finish_exception(step.record, f"needs_approval failed: {exc}").record, None
+        if needed:
+            approval_id = f"{record.tool_call_id}.approval"
+            return request_approval(step.record, approval_id=approval_id, at=rt.now()).record, None
+    return step.record, execute.input
+
+
+async def needs_approval(
+    rt: AgentRuntime, live: LiveRun, registration: ToolRegistration, record: CallRecord
+) -> bool:
+    """The registration's approval policy for this call: ``needs_approval`` as a bool, or
+    its callback's answer, called with keyword arguments ``input`` (the call's JSON input),
+    ``tool_call_id``, ``context`` (the tool's context), ``identity`` and ``client_data``."""
+    policy = registration.needs_approval
+    if isinstance(policy, bool):
+        return policy
+    answer = await call_callback(
+        policy,
+        input=record.input,
+        tool_call_id=record.tool_call_id,
+        context=await tool_context(rt, live, registration),
+        identity=live.identity,
+        client_data=live.client_data,
+    )
+    if not isinstance(answer, bool):
+        raise TypeError(f"needs_approval must return True or False, got {answer!r}")
+    return answer
+
+
+def _check_new_id(tool_call_id: str, taken: set[str]) -> None:
+    if tool_call_id in taken:
+        raise ModelProtocolError(
+            f"the model gave a tool call the id {tool_call_id!r}, which an earlier call of "
+            "this thread already has; a model must give every tool call of a conversation a "
+            "new id"
+        )
+
+
+def _broken_stream(record: CallRecord) -> CallRecord:
+    text = "the model's stream ended before this call's input was complete"
+    return replace(record, phase="done", finish="output-error", error_text=text, input_text="")

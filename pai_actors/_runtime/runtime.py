@@ -1,0 +1,1033 @@
+"""The runtime: :func:`create_agent_runtime` and :class:`AgentRuntime`.
+
+``AgentRuntime`` is an async context manager owning the root supervisor: each run is an
+actor under it, and each tool call an actor under its run (see ``_run``). Pending actions
+are resolved here: the submission is judged by the pure core (``_calls``), written with the
+call's part in one transaction, and then the run is woken; its actor resumes every accepted
+submission without a live actor and runs ``on_output`` for every output not yet
+observed (see ``_run``). A run that is not alive (after the runtime
+was reopened on the same store) is activated by a runtime-owned task, never in the
+submitter's cancel scope, and only while its stored status is ``running`` or ``waiting``.
+
+Activation in a fresh runtime: loading a thread (``send``, ``get_state``,
+``pending_actions``) activates each run of it that holds an accepted submission whose resume
+never ran (``executing``, latest episode ``submitted``, no result), and its active run
+without a live actor whose calls are all done (an accepted cancel, fail or output
+submission ended its last call before the run went on) — the thread is read there anyway,
+and the store has no listing of all threads to scan when the runtime opens. An activation
+reads the run again right before starting it, and starts it only while it is active and
+not being cancelled.
+
+Concurrency contract: every method may be called from any task of the trio run that entered
+the runtime. A submission either resolves its action and returns ``accepted``, or returns
+``rejected`` (or raises) and leaves it pending; an action resolves once. ``accepted`` means
+the resume is durable: it runs in this runtime, or, if it is closing, when a later runtime
+loads the thread. A submission to a run that is being cancelled, or whose stored run is no
+longer active, is rejected.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from types import TracebackType
+from typing import Any
+
+import trio
+
+from supervisors import Supervisor, open_supervisor
+
+from .._tools.capabilities import Binding, Capabilities, acquire_capabilities
+from .._core.actions import ActionResult, PendingActionRef
+from .._tools.agent import AgentDefinition
+from .._tools.blocking import BlockingTools
+from .._core.call_record import CallRecord, CallSpec
+from .._core.calls import cancel_action, fail_action, interrupt_call, submit
+from .._core.capability import Capability
+from .clock import Clock
+from .._tools.context import ToolThread
+from .._core.errors import (
+    AgentNotFound,
+    FileNotFound,
+    PaiError,
+    RuntimeClosed,
+    RuntimeConfigError,
+    StoreConflict,
+    ThreadBusy,
+    ThreadNotFound,
+)
+from .._tools.files import DEFAULT_MAX_FILE_BYTES
+from .._core.ids import IdMaker
+from .._core.json import to_json_value
+from .loading import (
+    INDEX_CAPACITY,
+    BoundedIndex,
+    MessageIndex,
+    check_migration,
+    index_calls,
+    pending_action_for,
+)
+from .._core.model import Model
+from .._core.parts import Message, TextPart, ToolPart
+from .._tools.pending import PendingActionView, resume_schema_of
+from .prepare import check_client_tools
+from .._core.records import ClientToolRecord, RunRecord, StoredCall, StoredFileBody, ThreadRecord
+from .._tools.registration import ClientTool, call_callback
+from .resolution import resolve
+from .run import CLEANUP_SECONDS, LiveRun, record_cancelled, resumable, run_actor
+from .run_io import RUNTIME_CLOSING, stage_call
+from .._core.state import RunState, RunStatus, ThreadState
+from .._store.base import Store, Transaction
+from .._core.trigger import is_notification, notification_message
+from .watch import (
+    DEFAULT_WATCH_CAPACITY,
+    PublishingTransaction,
+    ThreadUpdate,
+    ThreadWatch,
+    WatchHub,
+)
+
+MapError = Callable[[Exception, ToolThread], Any]
+"""``map_error(exc, call) -> str`` (sync or async): the ``errorText`` for an exception
+``execute`` raised."""
+
+_RUN_MAILBOX = 1024
+_log = logging.getLogger("pai_actors")
+
+DEFAULT_MAX_ACTIVE_RUNS = 256
+"""How many runs a runtime keeps active (stepping, or running calls) at once by default.
+
+Beyond some hundreds in flight, more concurrency buys no throughput on one trio thread: the
+commits already share transactions, and every active run's tasks, frames and records are
+live objects that CPython's cyclic collector scans again and again (at 10,000 runs started
+at once it took half of the time). The runs past the limit wait, stored, for a slot."""
+
+
+def check_max_active_runs(value: int | None) -> int | None:
+    """``value`` if it is a valid ``max_active_runs`` (an int >= 1, or ``None``: no limit)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise RuntimeConfigError(
+            "max_active_runs must be an int >= 1 (runs active at once; the others wait for a "
+            f"slot) or None (no limit), got {value!r}"
+        )
+    return value
+
+
+class AgentRuntime:
+    """Runs an agent's threads: ``async with create_agent_runtime(agent) as rt: ...``.
+
+    Leaving the block stops every run: running calls are recorded as cancelled, suspended
+    calls and pending actions stay in the store for the next runtime on it. A run that was
+    waiting on its calls stays active (stored ``waiting``) and goes on when a later runtime
+    loads its thread; a run in the middle of a model step is recorded cancelled (unless it
+    keeps a pending call); a run ``cancel_run`` was cancelling is recorded cancelled.
+    """
+
+    def __init__(
+        self,
+        agents: Mapping[str, AgentDefinition],
+        *,
+        models: Mapping[str, Model],
+        store: Store,
+        map_error: MapError | None,
+        new_id: IdMaker,
+        clock: Clock,
+        bindings: Mapping[str, Binding] | None = None,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        blocking: BlockingTools | None = None,
+        max_active_runs: int | None = DEFAULT_MAX_ACTIVE_RUNS,
+    ) -> None:
+        self.agents = agents
+        self.max_active_runs = check_max_active_runs(max_active_runs)
+        # where plain def executes run (a worker thread or inline) and their limiter
+        self.blocking = blocking if blocking is not None else BlockingTools()
+        self.bindings: Mapping[str, Binding] = dict(bindings or {})
+        self.max_file_bytes = max_file_bytes
+        self.on_close: list[Callable[[], object]] = []  # run once the runtime has closed
+        self.default_agent_id = next(iter(agents))
+        self.models = models
+        self.store = store
+        self.new_id = new_id
+        self.now = clock
+        # thread_id -> agent_id of recently loaded threads (for get_pending_action)
+        self._thread_agents: BoundedIndex[str, str] = BoundedIndex(INDEX_CAPACITY)
+        # (thread, call id) -> the client tool a dynamic call was made to (its input schema)
+        self.client_tools: BoundedIndex[tuple[str, str], ClientTool] = BoundedIndex(INDEX_CAPACITY)
+        self.message_index: MessageIndex = BoundedIndex(INDEX_CAPACITY)
+        self._loaded: BoundedIndex[str, bool] = BoundedIndex(INDEX_CAPACITY)  # settled threads
+        self._thread_records: BoundedIndex[str, ThreadRecord] = BoundedIndex(INDEX_CAPACITY)
+        self._map_error = map_error
+        self._runs: dict[str, LiveRun] = {}
+        self._threads: dict[str, LiveRun] = {}
+        self._sending: set[str] = set()
+        self._idle_waits: dict[str, trio.Event] = {}  # thread_id -> what wait_idle waits on
+        self._stack: AsyncExitStack | None = None
+        self._root: Supervisor | None = None
+        self._nursery: trio.Nursery | None = None
+        self._activating: dict[str, str] = {}  # run_id -> thread_id
+        self._activating_threads: Counter[str] = Counter()  # the values of _activating
+        self._starting = 0  # _activate tasks in flight (each holds a slot of max_active_runs)
+        # activations waiting for a slot, in order: run_id -> (thread_id, message_id)
+        self._queued: dict[str, tuple[str, str | None]] = {}
+        self._cancelling: set[str] = set()  # runs cancel_run cancels while not alive
+        self._continuations: set[str] = set()  # threads with a notification to answer
+        self._continuing: set[str] = set()  # threads a continuation task is starting
+        self.closing = False
+        self._hub = WatchHub()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> AgentRuntime:
+        if self._stack is not None:
+            raise PaiError("this runtime was already opened; create a new one")
+        self._stack = AsyncExitStack()
+        self._root = await self._stack.enter_async_context(open_supervisor(name="runtime"))
+        self._nursery = await self._stack.enter_async_context(trio.open_nursery())
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._stack is not None
+        assert self._root is not None
+        assert self._nursery is not None
+        self.closing = True
+        unstarted = dict(self._activating)  # their activations are cancelled just below
+        self._nursery.cancel_scope.cancel()
+        for live in list(self._runs.values()):
+            for controller in list(live.controllers):
+                controller.abort(RUNTIME_CLOSING)
+        self._root.cancel(RUNTIME_CLOSING)
+        try:
+            result = await self._stack.__aexit__(exc_type, exc, tb)
+            with trio.move_on_after(CLEANUP_SECONDS, shield=True):
+                await self._park_unstarted(unstarted)
+            return result
+        finally:
+            for run_id in list(self._queued):  # never to start here: wait_idle stops waiting
+                self._unqueue(run_id)
+            self._hub.close()
+            for close in self.on_close:
+                close()
+
+    # -- internals used by the actors -------------------------------------------------------
+
+    def _check_open(self) -> None:
+        """Raise :class:`RuntimeClosed` once the runtime began to close (before any write)."""
+        if self.closing:
+            raise RuntimeClosed(
+                "this runtime is closed (its `async with` block has exited); open a new "
+                "runtime on the store to go on"
+            )
+
+    def transaction(self) -> Transaction:
+        """A store transaction whose writes reach the watchers once it committed."""
+        return PublishingTransaction(self.store, self._hub)
+
+    def publish(self, update: ThreadUpdate) -> None:
+        """Send ``update`` (transient tool data) to the watchers connected now."""
+        self._hub.publish((update,))
+
+    def notify(self, thread_id: str) -> None:
+        """Wake the ``wait_idle`` calls of ``thread_id`` if it is idle now.
+
+        Call it after every change that can make a thread idle, once the change is complete
+        (it looks at the thread then, not when a waiter runs). A thread changes many times a
+        conversation and becomes idle once or twice: waking its waiters only then spares
+        each needless wake its task switch and a new ``Event`` to wait on.
+        """
+        if thread_id in self._idle_waits and self._idle(thread_id):
+            self._idle_waits.pop(thread_id).set()
+
+    def _idle(self, thread_id: str) -> bool:
+        """No run of the thread is active, or its run waits only on pending actions."""
+        if thread_id in self._activating_threads or thread_id in self._continuing:
+            return False
+        live = self._threads.get(thread_id)
+        return live is None or (
+            live.status == "waiting"
+            and not live.busy
+            and live.active_calls == 0
+            and not live.changed
+        )
+
+    def _forget(self, live: LiveRun) -> None:
+        self._runs.pop(live.run_id, None)
+        if self._threads.get(live.thread_id) is live:
+            del self._threads[live.thread_id]
+        self._admit()
+        live.done.set()
+        if live.passivated and live.changed:  # a submission arrived while it passivated
+            self.activate_run_soon(live.thread_id, live.run_id, live.waiting_message_id)
+        if live.thread_id in self._continuations:  # a notification came during the run
+            self._continue_soon(live.thread_id)
+        self.notify(live.thread_id)
+
+    def spec_for(self, call: StoredCall, agent: AgentDefinition) -> CallSpec | None:
+        record = call.record
+        if record.dynamic:
+            client_tool = self.client_tools.get((call.thread_id, record.tool_call_id))
+            return CallSpec.external(None if client_tool is None else client_tool.schema)
+        registration = agent.tools.get(record.name)
+        return None if registration is None else CallSpec.for_tool(registration.tool)
+
+    def acquire(
+        self, declared: Mapping[str, Capability], live: LiveRun, call: ToolThread
+    ) -> AbstractAsyncContextManager[Capabilities]:
+        """Acquire the facades ``declared`` for ``call`` (see ``_acquire``)."""
+        return acquire_capabilities(
+            declared,
+            self.bindings,
+            scope_key=live.thread.scope_key,
+            thread_id=call.thread_id,
+            run_id=call.run_id,
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+        )
+
+    def live_run(self, run_id: str) -> LiveRun | None:
+        """The run's in-memory handle, while its actor is alive."""
+        return self._runs.get(run_id)
+
+    def passivated(self, run_id: str) -> bool:
+        """Whether no actor runs ``run_id``, none is starting and no cancellation is at it."""
+        return not (
+            run_id in self._runs or run_id in self._activating or run_id in self._cancelling
+        )
+
+    def is_cancelling(self, run_id: str) -> bool:
+        """Whether ``cancel_run`` is cancelling the run (alive or not)."""
+        live = self._runs.get(run_id)
+        return run_id in self._cancelling or (live is not None and live.cancelling)
+
+    def agent_of(self, thread: ThreadRecord) -> AgentDefinition:
+        """The agent that runs ``thread`` (checked to be hosted by :meth:`thread`)."""
+        return self.agents[self.default_agent_id if thread.agent_id is None else thread.agent_id]
+
+    def known_agent(self, thread_id: str) -> AgentDefinition | None:
+        """The agent of a thread this runtime loaded recently, else ``None``."""
+        agent_id = self._thread_agents.get(thread_id)
+        return None if agent_id is None else self.agents[agent_id]
+
+    def _live_run(
+        self, thread: ThreadRecord, run: RunRecord, client_tools: tuple[ClientTool, ...]
+    ) -> LiveRun:
+        agent_id = self.default_agent_id if thread.agent_id is None else thread.agent_id
+        return LiveRun(
+            status="waiting" if run.status == "waiting" else "running",
+            thread=thread,
+            run=run,
+            agent_id=agent_id,
+            agent=self.agents[agent_id],
+            model=self.models[agent_id],
+            identity=run.identity,
+            client_data=run.client_data,
+            client_tools=client_tools,
+        )
+
+    async def mapped_error_text(self, exc: Exception, call: ToolThread) -> str | None:
+        """``map_error``'s text for ``exc`` (sync or async), or ``None`` when there is no
+        ``map_error``, it raised, or it returned something other than a ``str``."""
+        if self._map_error is None:
+            return None
+        try:
+            text = await call_callback(self._map_error, exc, call)
+        except Exception:  # a failing map_error must not hide the tool's error
+            _log.exception("map_error raised for call %r", call.tool_call_id)
+            return None
+        if isinstance(text, str):
+            return text
+        _log.error(
+            "map_error returned %r for call %r, not a str; using the default text",
+            text,
+            call.tool_call_id,
+        )
+        return None
+
+    async def error_text(self, exc: Exception, call: ToolThread) -> str:
+        """The ``errorText`` of ``exc``: ``map_error``'s (sync or async) when it returns a
+        string, else the exception's message (or its type's name)."""
+        text = await self.mapped_error_text(exc, call)
+        return text if text is not None else (str(exc) or type(exc).__name__)
+
+    def _start(self, live: LiveRun) -> None:
+        assert self._root is not None, "use the runtime inside `async with`"
+        self._runs[live.run_id] = live
+        self._threads[live.thread_id] = live
+
+        async def run(mailbox: Any) -> None:
+            await run_actor(self, live, mailbox)
+
+        live.ref = self._root.spawn(
+            run, name=f"run-{live.run_id}", restart="temporary", capacity=_RUN_MAILBOX
+        )
+
+    # -- threads and runs --------------------------------------------------------------------
+
+    def _start_or_queue(
+        self, thread: ThreadRecord, run: RunRecord, client_tools: tuple[ClientTool, ...]
+    ) -> None:
+        """Start a new run's actor, or, with ``max_active_runs`` active, queue the run: it is
+        stored, and activated from the store once a slot is free (``wait_idle`` waits)."""
+        if self._slot_free():
+            self._start(self._live_run(thread, run, client_tools))
+        else:
+            self.activate_run_soon(run.thread_id, run.run_id, None)
+
+    async def create_thread(
+        self,
+        scope_key: str,
+        user_key: str | None = None,
+        *,
+        agent_id: str | None = None,
+        thread_id: str | None = None,
+    ) -> str:
+        """Create a thread in ``scope_key`` and return its id.
+
+        ``agent_id`` picks the agent that runs the thread, for a runtime made from a
+        :class:`Pai` (its registry id); the default is the Pai's first agent, or the one
+        agent the runtime was made from (by its name). An unknown id raises
+        :class:`AgentNotFound`.
+
+        ``thread_id`` gives the thread the caller's id instead of a new one (a conversation
+        id of the application's, or a name a simulation chooses so that threads created
+        concurrently get the same ids on every run): a non-empty ``str`` without padding
+        whitespace, unique in the store (:class:`PaiError` if a thread has it already). The
+        thread's runs, messages and calls are numbered within it.
+        """
+        self._check_open()
+        if thread_id is not None and (
+            not isinstance(thread_id, str)
+            or not thread_id.strip()
+            or thread_id != thread_id.strip()
+        ):
+            raise PaiError(
+                f"create_thread(thread_id={thread_id!r}): a thread id is a non-empty str "
+                "without leading or trailing whitespace"
+            )
+        if agent_id is None:
+            agent_id = self.default_agent_id
+        elif agent_id not in self.agents:
+            known = ", ".join(map(repr, self.agents))
+            raise AgentNotFound(
+                f"create_thread(agent_id={agent_id!r}): this runtime has no such agent; use "
+                f"one of {known}",
+                agent_id=agent_id,
+            )
+        thread = ThreadRecord(
+            thread_id=self.new_id("thread") if thread_id is None else thread_id,
+            scope_key=scope_key,
+            user_key=user_key,
+            agent_id=agent_id,
+            created_at=self.now(),
+        )
+        try:
+            async with self.transaction() as tx:
+                tx.create_thread(thread)
+        except StoreConflict as exc:
+            if thread_id is None:  # a new id is unique: this is the store's trouble
+                raise
+            raise PaiError(
+                f"create_thread(thread_id={thread_id!r}): a thread with that id exists "
+                "already; choose another id, or use the existing thread"
+            ) from exc
+        # A thread this runtime created holds nothing to settle (it owns the store): it is
+        # loaded already, and its record is known.
+        self._thread_records[thread.thread_id] = thread
+        self._thread_agents[thread.thread_id] = agent_id
+        self._loaded[thread.thread_id] = True
+        return thread.thread_id
+
+    def notified(self, thread_id: str) -> bool:
+        """Whether a notification for the thread is waiting to be answered (``trigger``)."""
+        return thread_id in self._continuations
+
+    async def thread(self, thread_id: str) -> ThreadRecord:
+        """The stored thread, once its agent is known to be registered here (remembered for
+        :meth:`agent_of`). Thread records never change, so recent ones are kept in memory."""
+        thread = self._thread_records.get(thread_id)
+        if thread is None:
+            thread = await self.store.get_thread(thread_id)
+        else:
+            await trio.lowlevel.checkpoint()  # a checkpoint either way, like a store read
+        if thread is None:
+            raise ThreadNotFound(f"no thread {thread_id!r}; create it with create_thread()")
+        agent_id = self.default_agent_id if thread.agent_id is None else thread.agent_id
+        if agent_id not in self.agents:
+            known = ", ".join(map(repr, self.agents))
+            raise AgentNotFound(
+                f"thread {thread_id!r} is run by the agent {agent_id!r}, which this runtime "
+                f"does not host (it hosts {known}); register that agent under the id "
+                f"{agent_id!r} in create_pai(...), or migrate the thread",
+                agent_id=agent_id,
+            )
+        self._thread_agents[thread_id] = agent_id
+        self._thread_records[thread_id] = thread
+        return thread
+
+    async def get_thread(self, thread_id: str) -> ThreadRecord:
+        """The thread's record: its ``scope_key``, ``user_key`` and agent
+        (:class:`ThreadNotFound`; :class:`AgentNotFound` if its agent is not hosted here)."""
+        return await self.thread(thread_id)
+
+    async def read_file(self, file_id: str, *, scope_key: str) -> StoredFileBody:
+        """The file ``file_id`` of ``scope_key`` and its body; :class:`FileNotFound` when there
+        is none (missing, or in another scope: the two look the same on purpose)."""
+        found = await self.store.read_file(file_id, scope_key=scope_key)
+        if found is None:
+            raise FileNotFound(
+                f"no file {file_id!r} in this scope; use a file_id a tool of this scope saved",
+                file_id=file_id,
+            )
+        return found
+
+    async def _load(self, thread_id: str, *, full: bool = False) -> ThreadRecord:
+        """The thread, once its calls are checked (:class:`MigrationRequired`) and indexed,
+        and whatever a stopped process or a closed runtime left of it is settled.
+
+        That needs doing once per thread in a runtime (it owns the store): later loads read
+        only the thread, unless ``full`` (``get_state`` and ``watch``, which also re-index
+        its messages for ``get_pending_action``) or the thread left the bounded index.
+        """
+        if not full and self._loaded.get(thread_id):
+            return await self.thread(thread_id)
+        thread = await self.thread(thread_id)
+        calls = await self.store.list_calls(thread_id)
+        check_migration(thread_id, calls, self.agent_of(thread).tools)
+        index_calls(self.message_index, calls)
+        active = await self.store.get_active_run(thread_id)
+        if active is not None and self._orphaned(active):
+            # No actor runs it: a runtime closed (or its process stopped) under it.
+            run_calls = [c for c in calls if c.run_id == active.run_id]
+            if any(_interrupted(c.record) for c in run_calls):
+                await self._record_interrupted(thread, active, run_calls)
+                calls = await self.store.list_calls(thread_id)
+                run_calls = [c for c in calls if c.run_id == active.run_id]
+            messages = await self.store.list_messages(thread_id)
+            last = messages[-1] if messages else None
+            done = all(c.record.phase == "done" for c in run_calls)
+            if done and last is not None and _final_answer(last):
+                # Its final answer is stored: the process stopped before the run was
+                # recorded completed (a separate commit). It is over; do not ask again.
+                await self._settle(active, "completed")
+            elif not run_calls:  # its process stopped in its first model step: do it again
+                self.activate_run_soon(thread_id, active.run_id, None)
+            elif done:
+                # An accepted cancel/fail/output (or an interruption) ended its last call
+                # before the run went on: nothing is resumable, yet it must reach the model.
+                self.activate_soon(run_calls[-1])
+            elif active.status == "running" and not any(resumable(c.record) for c in run_calls):
+                # It waits on pending actions only; the process stopped before saying so.
+                await self._settle(active, "waiting")
+        for call in calls:
+            if resumable(call.record):
+                self.activate_soon(call)
+        if active is None and thread_id not in self._continuing:
+            messages = await self.store.list_messages(thread_id)
+            if messages and is_notification(messages[-1]):  # appended, never answered
+                self._continue_soon(thread_id)
+        self._loaded[thread_id] = True
+        return thread
+
+    async def _park_unstarted(self, unstarted: Mapping[str, str]) -> None:
+        """Park the runs whose activation the close cut off before their actor started (an
+        actor that did start recorded its own status on the way out)."""
+        for run_id in unstarted:
+            await self.park(run_id)
+
+    async def park(self, run_id: str) -> None:
+        """Record ``run_id`` ``waiting`` if it is stored ``running`` but no actor will take it
+        up (a submission recorded it running, see ``_resolution``, or it was queued for a
+        slot of ``max_active_runs``): a closed runtime leaves no run said to be running. (A
+        stopped process leaves such runs ``running``; the next load activates them all the
+        same, as it does a ``waiting`` run with an accepted submission or no calls yet.)"""
+        try:
+            run = await self.store.get_run(run_id)
+            if run is not None and run.status == "running":
+                await self._settle(run, "waiting")
+        except Exception:  # the store fails: the next load activates it anyway
+            _log.exception("recording run %r waiting at close failed", run_id)
+
+    async def _settle(self, run: RunRecord, status: RunStatus) -> None:
+        """Record the status an orphaned run is in (a stopped process could not)."""
+        try:
+            async with self.transaction() as tx:
+                tx.put_run(run.model_copy(update={"status": status}))
+        except StoreConflict:  # changed meanwhile: someone else settled it
+            pass
+        self.notify(run.thread_id)
+
+    def _orphaned(self, run: RunRecord) -> bool:
+        """Whether no actor of this runtime runs ``run`` or is about to (one runtime per
+        store: an active run without an actor here has none anywhere)."""
+        return not (
+            run.run_id in self._runs
+            or run.run_id in self._activating
+            or run.run_id in self._cancelling
+            or run.thread_id in self._threads
+            or run.thread_id in self._sending
+        )
+
+    async def _record_interrupted(
+        self, thread: ThreadRecord, run: RunRecord, calls: list[StoredCall]
+    ) -> None:
+        """Record the run's calls that a stopped process left started as interrupted (or,
+        for registrations with ``rerun_interrupted``, make them run again), in one commit."""
+        agent = self.agent_of(thread)
+        try:
+            async with self.transaction() as tx:
+                for call in calls:
+                    if not _interrupted(call.record):
+                        continue
+                    registration = (
+                        None if call.record.dynamic else agent.tools.get(call.record.name)
+                    )
+                    rerun = registration is not None and registration.rerun_interrupted
+                    step = interrupt_call(call.record, rerun=rerun, at=self.now())
+                    stage_call(tx, call, step.record)
+        except StoreConflict:  # changed meanwhile (another task recorded it): judge later
+            _log.info("interrupted calls of run %r changed while recorded", run.run_id)
+
+    async def trigger(
+        self, thread_id: str, notification: str, *, data: Any = None, hidden: bool = False
+    ) -> None:
+        """Append a server notification to the thread and continue generation (what
+        ``ctx.trigger`` does; see ``_trigger``). Returns once the notification is stored:
+        the run that answers it starts at once when the thread is idle, after the thread's
+        run otherwise, with or without a client connected."""
+        self._check_open()
+        message = notification_message(
+            self.new_id("msg", thread_id), notification, data=data, hidden=hidden
+        )
+        await self.thread(thread_id)
+        async with self.transaction() as tx:
+            tx.append_message(thread_id, message)
+        self._continuations.add(thread_id)
+        self._continue_soon(thread_id)
+
+    def _continue_soon(self, thread_id: str) -> None:
+        """Start a run answering the thread's notifications, in a runtime-owned task, once
+        the thread has no run (a live run's end calls this again)."""
+        self._continuations.add(thread_id)
+        if (
+            self.closing
+            or self._nursery is None
+            or thread_id in self._threads
+            or thread_id in self._sending
+            or thread_id in self._continuing
+            or thread_id in self._activating_threads
+        ):
+            return
+        self._continuing.add(thread_id)
+        self._nursery.start_soon(self._continue, thread_id)
+
+    async def _continue(self, thread_id: str) -> None:
+        self._sending.add(thread_id)
+        try:
+            self._continuations.discard(thread_id)
+            thread = await self._load(thread_id)
+            if await self.store.get_active_run(thread_id) is not None or self.closing:
+                self._continuations.add(thread_id)  # after that run (or a later runtime)
+                return
+            messages = await self.store.list_messages(thread_id)
+            if not messages or not is_notification(messages[-1]):
+                return  # answered meanwhile (by the run it arrived during)
+            run = RunRecord(
+                thread_id=thread_id,
+                run_id=self.new_id("run", thread_id),
+                status="running",
+                created_at=self.now(),
+            )
+            async with self.transaction() as tx:
+                run = tx.put_run(run)
+            if not self.closing:
+                self._start_or_queue(thread, run, ())
+        except Exception:  # the store failed: the notification stays, a later load goes on
+            _log.exception("continuing thread %r after a notification failed", thread_id)
+        finally:
+            self._sending.discard(thread_id)
+            self._continuing.discard(thread_id)
+            self.notify(thread_id)
+
+    async def send(
+        self,
+        thread_id: str,
+        text: str,
+        *,
+        identity: Any = None,
+        client_data: Any = None,
+        client_tools: Sequence[ClientTool] = (),
+    ) -> str:
+        """Append the user's ``text`` and start a run; return its ``run_id``.
+
+        A thread has one run at a time: :class:`ThreadBusy` if one is running or waiting.
+        :class:`MigrationRequired` if the thread holds an unfinished call of a tool that is
+        no longer registered.
+
+        The request is stored with the run (``identity`` and ``client_data`` as lossless
+        JSON, :class:`OutputNotJSON` otherwise, before anything is written; the client
+        tools' name, description and input schema), so the callbacks see the same JSON
+        values and the model is offered the same client tools when a later runtime
+        continues the run.
+        """
+        self._check_open()
+        # Reserve the thread before the first await: of two concurrent sends, one runs.
+        if thread_id in self._threads or thread_id in self._sending:
+            raise self._busy(thread_id, None)
+        self._sending.add(thread_id)
+        try:
+            thread = await self._load(thread_id)
+            client_tools = check_client_tools(self.agent_of(thread), client_tools)
+            if thread_id in self._threads:  # a run was activated meanwhile
+                raise self._busy(thread_id, None)
+            # A stored active run (a waiting one, or one another runtime on the store started)
+            # refuses the commit below: a thread has one run at a time. No read before it.
+            run = RunRecord(
+                thread_id=thread_id,
+                run_id=self.new_id("run", thread_id),
+                status="running",
+                created_at=self.now(),
+                identity=to_json_value(identity, what="identity"),
+                client_data=to_json_value(client_data, what="client_data"),
+                client_tools=tuple(
+                    ClientToolRecord(
+                        name=t.name, description=t.description, input_schema=dict(t.input_schema)
+                    )
+                    for t in client_tools
+                ),
+            )
+            message = Message(
+                id=self.new_id("msg", thread_id), role="user", parts=(TextPart(text=text),)
+            )
+            self._check_open()
+            try:
+                async with self.transaction() as tx:
+                    tx.append_message(thread_id, message)
+                    run = tx.put_run(run)
+            except StoreConflict as exc:  # the thread has an active run?
+                active = await self.store.get_active_run(thread_id)
+                if active is None:  # no: a real conflict (e.g. a reused id), not a busy thread
+                    raise
+                raise self._busy(thread_id, active) from exc
+            if self.closing:  # closed while the run was written: it never starts
+                with trio.CancelScope(shield=True):
+                    async with self.transaction() as tx:
+                        tx.put_run(run.model_copy(update={"status": "cancelled"}))
+                self._check_open()
+            self._start_or_queue(thread, run, tuple(client_tools))
+        finally:
+            self._sending.discard(thread_id)
+        return run.run_id
+
+    def _busy(self, thread_id: str, active: RunRecord | None) -> ThreadBusy:
+        live = self._threads.get(thread_id)
+        if active is not None:
+            busy = repr(active.run_id)
+        elif live is not None:
+            busy = repr(live.run_id)
+        else:
+            busy = "that another send() is starting"
+        return ThreadBusy(
+            f"thread {thread_id!r} already has the active run {busy}; wait for it "
+            "(wait_idle), resolve its pending actions, or cancel it (cancel_run)"
+        )
+
+    async def wait_idle(self, thread_id: str) -> None:
+        """Return when the thread has no active run, or its run waits only on actions.
+
+        Loads the thread first, as :meth:`get_state` does (:class:`ThreadNotFound`,
+        :class:`MigrationRequired`), so a run a closed runtime left to go on (an accepted
+        submission whose resume never ran) is activated and waited for.
+        """
+        await self._load(thread_id)
+        while not self._idle(thread_id):  # (it may be busy again by the time a waiter runs)
+            event = self._idle_waits.get(thread_id)
+            if event is None:
+                event = self._idle_waits[thread_id] = trio.Event()
+            try:
+                await event.wait()
+            finally:  # a cancelled wait leaves no event behind that nobody waits on
+                idle = not event.is_set() and not event.statistics().tasks_waiting
+                if idle and self._idle_waits.get(thread_id) is event:
+                    del self._idle_waits[thread_id]
+
+    async def get_state(self, thread_id: str) -> ThreadState:
+        """The thread's messages and runs (:class:`MigrationRequired`: see :meth:`send`)."""
+        await self._load(thread_id, full=True)
+        return await self._read_state(thread_id)
+
+    async def _read_state(self, thread_id: str) -> ThreadState:
+        messages = await self.store.list_messages(thread_id)
+        return ThreadState(
+            thread_id=thread_id,
+            # A copy: the application may change what it gets, never what the store holds.
+            messages=tuple(message.model_copy(deep=True) for message in messages),
+            runs=tuple(run.state for run in await self.store.list_runs(thread_id)),
+        )
+
+    async def cancel_run(self, run_id: str, reason: str | None = None) -> RunState:
+        """Cancel a run: every unfinished call in it is recorded as cancelled (with
+        ``reason``), and the run, in one commit.
+
+        Returns the run's state once that is recorded: ``cancelled``, or, for a run that was
+        already over (or ended before the cancellation reached it), the status it ended
+        with, left as it is. A submission racing the cancellation is either accepted before
+        it (and its call then cancelled with the run, or its work done if the run ended
+        first) or rejected. :class:`PaiError` if there is no such run.
+        """
+        self._check_open()
+        live = self._runs.get(run_id)
+        if live is not None:
+            live.cancelling = True
+            live.cancel_reason = reason
+            for controller in list(live.controllers):
+                controller.abort(reason)
+            live.scope.cancel()
+            await live.done.wait()
+            return await self._run_state(run_id)
+        # Not alive: no submission resolves and no activation starts it until it is recorded.
+        self._cancelling.add(run_id)
+        try:
+            run = await self.store.get_run(run_id)
+            if run is None:
+                raise PaiError(f"no run {run_id!r}; use a run_id that send() returned")
+            # Re-read and judged again whenever a submission changed the run or a call
+            # meanwhile (a store conflict is the race, not an error).
+            await record_cancelled(self, run.thread_id, run_id, reason, end_run=True)
+            self.notify(run.thread_id)
+        finally:
+            self._cancelling.discard(run_id)
+            self._unqueue(run_id)
+        return await self._run_state(run_id)
+
+    async def _run_state(self, run_id: str) -> RunState:
+        run = await self.store.get_run(run_id)
+        assert run is not None, "runs are never deleted"
+        return run.state
+
+    def _unqueue(self, run_id: str) -> None:
+        """Drop a queued activation (its run was cancelled: it would not start anyway)."""
+        queued = self._queued.pop(run_id, None)
+        if queued is None:
+            return
+        self._end_activation(run_id, queued[0])
+
+    def _end_activation(self, run_id: str, thread_id: str) -> None:
+        """Forget the activation of ``run_id`` (started, declined or dropped)."""
+        del self._activating[run_id]
+        self._activating_threads[thread_id] -= 1
+        if not self._activating_threads[thread_id]:
+            del self._activating_threads[thread_id]
+        self.notify(thread_id)
+
+    def watch(
+        self,
+        thread_id: str,
+        *,
+        capacity: int = DEFAULT_WATCH_CAPACITY,
+        snapshot: bool = False,
+    ) -> AbstractAsyncContextManager[ThreadWatch]:
+        """Watch a thread: ``async with rt.watch(tid) as updates: async for u in updates``.
+
+        An async context manager (trio gives async generators no timely cleanup): the
+        watcher is connected from entering the block to leaving it, and receives every
+        update committed meanwhile (:data:`ThreadUpdate`, each with ``to_wire()``), plus
+        the transient tool data written meanwhile, which is never stored. Entering loads
+        the thread as :meth:`get_state` does (:class:`ThreadNotFound`,
+        :class:`MigrationRequired`). The runtime never waits for a watcher: one more than
+        ``capacity`` updates behind is dropped, and its next receive (after the buffered
+        updates) raises :class:`WatchOverflow`. Closing the runtime ends every watch (its
+        iteration stops).
+
+        ``snapshot=True`` also reads the thread's state as ``updates.snapshot``, exactly
+        the state before the first update the watch yields: applying the updates to it
+        gives the thread as it is, with no update missing and none applied twice.
+        """
+        if capacity < 1:
+            raise ValueError(f"watch(capacity=...) must be at least 1, got {capacity!r}")
+        if snapshot:
+            return self._watch_from_snapshot(thread_id, capacity)
+        return self._watch(thread_id, capacity)
+
+    @asynccontextmanager
+    async def _watch(self, thread_id: str, capacity: int) -> AsyncIterator[ThreadWatch]:
+        self._check_open()
+        watcher, receive = self._hub.add(thread_id, capacity)
+        try:
+            await self._load(thread_id, full=True)
+            async with receive:
+                yield ThreadWatch(watcher, receive)
+        finally:
+            self._hub.remove(watcher)
+
+    @asynccontextmanager
+    async def _watch_from_snapshot(
+        self, thread_id: str, capacity: int
+    ) -> AsyncIterator[ThreadWatch]:
+        self._check_open()
+        await self._load(thread_id, full=True)
+        while True:
+            # With no commit of the thread in flight, a watcher added now sees every commit
+            # after the read below; if one began meanwhile (dirty), the read may or may not
+            # hold it, so read again.
+            await self._hub.wait_quiet(thread_id)
+            watcher, receive = self._hub.add(thread_id, capacity)
+            try:
+                state = await self._read_state(thread_id)
+            except BaseException:
+                self._hub.remove(watcher)
+                raise
+            if not watcher.dirty:
+                break
+            self._hub.remove(watcher)
+        try:
+            async with receive:
+                yield ThreadWatch(watcher, receive, state)
+        finally:
+            self._hub.remove(watcher)
+
+    # -- pending actions ---------------------------------------------------------------------
+
+    async def pending_actions(self, thread_id: str) -> list[PendingActionView]:
+        """The thread's pending actions in the order their parts appear in the thread
+        (:class:`MigrationRequired`: see :meth:`send`)."""
+        await self._load(thread_id)
+        actions = await self.store.list_pending_actions(thread_id)
+        if len(actions) > 1:  # a streamed call is stored before the calls its step ended with
+            position = {
+                part.tool_call_id: (m, p)
+                for m, message in enumerate(await self.store.list_messages(thread_id))
+                for p, part in enumerate(message.parts)
+                if isinstance(part, ToolPart)
+            }
+            actions.sort(key=lambda action: position.get(action.ref.tool_call_id, (-1, -1)))
+        agent = self.known_agent(thread_id)
+        return [
+            PendingActionView(self, action.ref, action.input, resume_schema_of(agent, action.ref))
+            for action in actions
+        ]
+
+    async def scope_pending_actions(self, scope_key: str) -> list[PendingActionView]:
+        """Every pending action of the threads in ``scope_key``, thread by thread (each in
+        the order of :meth:`pending_actions`). Loads each thread that has one."""
+        actions = await self.store.list_scope_pending_actions(scope_key)
+        threads = dict.fromkeys(action.ref.thread_id for action in actions)
+        views: list[PendingActionView] = []
+        for thread_id in threads:
+            views.extend(await self.pending_actions(thread_id))
+        return views
+
+    def get_pending_action(
+        self, message: Message | Mapping[str, Any], part: ToolPart | Mapping[str, Any]
+    ) -> PendingActionView | None:
+        """The pending action ``part`` (of ``message``, from ``get_state``) shows, or ``None``.
+
+        Synchronous: it reads the part. A message of a thread this runtime has not loaded
+        raises :class:`PaiError`.
+        """
+        return pending_action_for(self, message, part)
+
+    async def submit_action(self, ref: PendingActionRef, payload: object) -> ActionResult:
+        """Submit ``payload`` to the action ``ref`` names (validated by its schema)."""
+        self._check_open()
+        return await resolve(
+            self,
+            ref,
+            lambda record, spec: submit(record, spec, ref.action_id, payload, at=self.now()),
+        )
+
+    async def cancel_action(self, ref: PendingActionRef, reason: str | None = None) -> ActionResult:
+        """Cancel the action: it and its call end as cancelled (with ``reason``)."""
+        self._check_open()
+        return await resolve(
+            self, ref, lambda record, _: cancel_action(record, ref.action_id, reason, at=self.now())
+        )
+
+    async def fail_action(self, ref: PendingActionRef, error: str | BaseException) -> ActionResult:
+        """Fail the action: its call ends in ``output-error`` with ``errorText == str(error)``."""
+        self._check_open()
+        return await resolve(
+            self, ref, lambda record, _: fail_action(record, ref.action_id, error, at=self.now())
+        )
+
+    def activate_soon(self, call: StoredCall) -> None:
+        """Activate the run of ``call`` in a runtime-owned task (unless it is alive)."""
+        self.activate_run_soon(call.thread_id, call.run_id, call.message_id)
+
+    def activate_run_soon(self, thread_id: str, run_id: str, message_id: str | None) -> None:
+        """Activate a run that is not alive, in a runtime-owned task: it goes on from the
+        calls of the message ``message_id`` (``None``: from its next model step)."""
+        if (
+            self.closing
+            or self._nursery is None
+            or run_id in self._runs
+            or run_id in self._activating
+            or run_id in self._cancelling
+        ):
+            return
+        self._activating[run_id] = thread_id
+        self._activating_threads[thread_id] += 1
+        if self._slot_free():
+            self._starting += 1
+            self._nursery.start_soon(self._activate, thread_id, run_id, message_id)
+        else:
+            self._queued[run_id] = (thread_id, message_id)
+
+    def _slot_free(self) -> bool:
+        """Whether one more run may become active under ``max_active_runs``."""
+        limit = self.max_active_runs
+        return limit is None or len(self._runs) + self._starting < limit
+
+    def _admit(self) -> None:
+        """Activate the runs waiting for a slot, in the order they came, while slots are free."""
+        while self._queued and self._slot_free() and not self.closing and self._nursery:
+            run_id = next(iter(self._queued))
+            thread_id, message_id = self._queued.pop(run_id)
+            self._starting += 1
+            self._nursery.start_soon(self._activate, thread_id, run_id, message_id)
+
+    async def _activate(self, thread_id: str, run_id: str, message_id: str | None) -> None:
+        """Start the actor of a run that is not alive, if its stored run is still active."""
+        try:
+            thread = await self.thread(thread_id)
+            # Read the run last and start it with no await in between: the actor starts
+            # from the latest revision (a cancellation meanwhile is seen), or not at all.
+            run = await self.store.get_run(run_id)
+            if (
+                run is None
+                or not run.active
+                or self.closing
+                or run_id in self._runs
+                or run_id in self._cancelling
+                or thread_id in self._threads
+            ):
+                return
+            live = self._live_run(
+                thread,
+                run,
+                tuple(ClientTool(t.name, t.description, t.input_schema) for t in run.client_tools),
+            )
+            live.resume_message_id = message_id
+            self._start(live)
+        except Exception:  # the store failed: the stored intent stays for the next load
+            _log.exception("activating run %r failed", run_id)
+        finally:
+            self._starting -= 1  # a started actor holds its slot in _runs from here
+            self._admit()
+            self._end_activation(run_id, thread_id)
+
+
+def _interrupted(record: CallRecord) -> bool:
+    """Whether a call no actor runs was cut off: streaming, or executing an entry that had
+    started."""
+    return record.phase == "streaming" or (record.phase == "executing" and record.entry_started)
+
+
+def _final_answer(message: Message) -> bool:
+    """Whether ``message`` is a model's final answer: an assistant message with no tool call."""
+    return message.role == "assistant" and not any(isinstance(p, ToolPart) for p in message.parts)

@@ -1,0 +1,304 @@
+"""Watching a thread: the update objects and the per-watcher channels behind ``watch``.
+
+``async with rt.watch(thread_id) as updates: async for update in updates: ...`` An async
+context manager rather than an async generator: trio gives async generators no timely
+cleanup, and the block says exactly when a watcher is connected (from entering it to leaving
+it), which is what decides who receives transient tool data.
+
+Where updates come from: every store transaction the runtime commits is published after it
+committed (nothing of an aborted or conflicting transaction is seen), as one update per
+write that a client sees: a message appended or replaced, a tool part put, a run's status.
+Transient tool data (``ctx.data.write(..., transient=True)``) is never stored; it is
+published directly to the watchers connected at that moment.
+
+Slow watchers: each watcher has a bounded trio memory channel (``capacity`` updates).
+Publishing never waits: when a watcher's channel is full, that watcher is dropped, and its
+next receive (after the updates already buffered) raises :class:`WatchOverflow`. Dropping
+the oldest update instead would leave the client with a silently wrong view; after the error
+it reads ``get_state`` again and opens a new watch. Closing the runtime ends every watch: its
+iteration stops (``StopAsyncIteration``) after the buffered updates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Literal, TypeAlias
+
+import trio
+
+from .._core.errors import WatchOverflow
+from .._core.json import JsonValue
+from .._core.parts import Message, ToolDataItem, ToolPart
+from .._core.state import RunState, ThreadState
+from .._store.base import AppendMessage, PutRun, PutToolPart, ReplaceMessage, Store, Transaction, Write
+from .._core.wire import WireModel
+
+DEFAULT_WATCH_CAPACITY = 256
+
+
+class MessageAppended(WireModel):
+    """A message was appended to the thread."""
+
+    type: Literal["message-appended"] = "message-appended"
+    thread_id: str
+    message: Message
+
+    def to_wire(self) -> dict[str, JsonValue]:
+        return {"type": self.type, "threadId": self.thread_id, "message": self.message.to_wire()}
+
+
+class MessageReplaced(WireModel):
+    """A message was replaced in place (same id, same position)."""
+
+    type: Literal["message-replaced"] = "message-replaced"
+    thread_id: str
+    message: Message
+
+    def to_wire(self) -> dict[str, JsonValue]:
+        return {"type": self.type, "threadId": self.thread_id, "message": self.message.to_wire()}
+
+
+class ToolPartUpdated(WireModel):
+    """The tool part of ``part.tool_call_id`` in message ``message_id`` was put (replaced,
+    or appended to the message when it was not there)."""
+
+    type: Literal["tool-part-updated"] = "tool-part-updated"
+    thread_id: str
+    message_id: str
+    part: ToolPart
+
+    def to_wire(self) -> dict[str, JsonValue]:
+        return {
+            "type": self.type,
+            "threadId": self.thread_id,
+            "messageId": self.message_id,
+            "part": self.part.to_wire(),
+        }
+
+
+class RunStatusChanged(WireModel):
+    """A run of the thread was created or its status (or error) was written."""
+
+    type: Literal["run-status"] = "run-status"
+    thread_id: str
+    run: RunState
+
+    def to_wire(self) -> dict[str, JsonValue]:
+        return {"type": self.type, "threadId": self.thread_id, "run": self.run.to_wire()}
+
+
+class ToolDataUpdated(WireModel):
+    """A transient tool-data item: live only, never stored, never in a snapshot."""
+
+    type: Literal["tool-data"] = "tool-data"
+    thread_id: str
+    tool_call_id: str
+    channel: str
+    item: ToolDataItem
+
+    def to_wire(self) -> dict[str, JsonValue]:
+        return {
+            "type": self.type,
+            "threadId": self.thread_id,
+            "toolCallId": self.tool_call_id,
+            "channel": self.channel,
+            "item": self.item.to_wire(),
+        }
+
+
+ThreadUpdate: TypeAlias = (
+    MessageAppended | MessageReplaced | ToolPartUpdated | RunStatusChanged | ToolDataUpdated
+)
+"""One update a :meth:`AgentRuntime.watch` yields. Each class's ``type`` is a ``Literal``, so
+``if update.type == "run-status":`` narrows the union to :class:`RunStatusChanged`."""
+
+
+def updates_of(writes: Sequence[Write]) -> list[ThreadUpdate]:
+    """The updates a committed batch of writes shows to watchers, in order."""
+    updates: list[ThreadUpdate] = []
+    for write in writes:
+        if isinstance(write, AppendMessage):
+            updates.append(MessageAppended(thread_id=write.thread_id, message=write.message))
+        elif isinstance(write, ReplaceMessage):
+            updates.append(MessageReplaced(thread_id=write.thread_id, message=write.message))
+        elif isinstance(write, PutToolPart):
+            updates.append(
+                ToolPartUpdated(
+                    thread_id=write.thread_id, message_id=write.message_id, part=write.part
+                )
+            )
+        elif isinstance(write, PutRun):
+            updates.append(RunStatusChanged(thread_id=write.run.thread_id, run=write.run.state))
+    return updates
+
+
+def threads_shown(writes: Sequence[Write]) -> frozenset[str]:
+    """The threads whose watchers see some of ``writes`` once they are committed."""
+    return frozenset(
+        write.run.thread_id if isinstance(write, PutRun) else write.thread_id
+        for write in writes
+        if isinstance(write, AppendMessage | ReplaceMessage | PutToolPart | PutRun)
+    )
+
+
+@dataclass(eq=False)
+class _Watcher:
+    thread_id: str
+    send: trio.MemorySendChannel[ThreadUpdate]
+    overflowed: bool = False
+    dirty: bool = False  # a commit for its thread began since it was added
+
+
+@dataclass(eq=False)
+class WatchHub:
+    """The runtime's watchers, by thread. Publishing is synchronous and never blocks.
+
+    It also knows which threads have a commit in flight (begun, not yet published), so that
+    a watch can take a snapshot that is exactly the state before its first update.
+    """
+
+    _watchers: dict[str, set[_Watcher]] = field(default_factory=dict)
+    _in_flight: dict[str, int] = field(default_factory=dict)
+    _quiet: dict[str, trio.Event] = field(default_factory=dict)
+
+    def begin(self, thread_ids: frozenset[str]) -> None:
+        """A commit showing writes of ``thread_ids`` begins (its updates are not published)."""
+        for thread_id in thread_ids:
+            self._in_flight[thread_id] = self._in_flight.get(thread_id, 0) + 1
+            for watcher in self._watchers.get(thread_id, ()):
+                watcher.dirty = True
+
+    def end(self, thread_ids: frozenset[str]) -> None:
+        """That commit was published (or failed)."""
+        for thread_id in thread_ids:
+            left = self._in_flight[thread_id] - 1
+            if left:
+                self._in_flight[thread_id] = left
+            else:
+                del self._in_flight[thread_id]
+                quiet = self._quiet.pop(thread_id, None)
+                if quiet is not None:
+                    quiet.set()
+
+    async def wait_quiet(self, thread_id: str) -> None:
+        """Return once no commit showing writes of ``thread_id`` is in flight."""
+        while thread_id in self._in_flight:
+            await self._quiet.setdefault(thread_id, trio.Event()).wait()
+
+    def add(
+        self, thread_id: str, capacity: int
+    ) -> tuple[_Watcher, trio.MemoryReceiveChannel[ThreadUpdate]]:
+        send, receive = trio.open_memory_channel[ThreadUpdate](capacity)
+        watcher = _Watcher(thread_id, send)
+        self._watchers.setdefault(thread_id, set()).add(watcher)
+        return watcher, receive
+
+    def remove(self, watcher: _Watcher) -> None:
+        watchers = self._watchers.get(watcher.thread_id)
+        if watchers is not None:
+            watchers.discard(watcher)
+            if not watchers:
+                del self._watchers[watcher.thread_id]
+        watcher.send.close()
+
+    @property
+    def watching(self) -> bool:
+        """Whether any thread has a watcher (else updates need not even be made)."""
+        return bool(self._watchers)
+
+    def publish(self, updates: Sequence[ThreadUpdate]) -> None:
+        for update in updates:
+            for watcher in list(self._watchers.get(update.thread_id, ())):
+                try:
+                    watcher.send.send_nowait(update)
+                except trio.WouldBlock:  # a slow watcher: drop it (see the module docstring)
+                    watcher.overflowed = True
+                    self.remove(watcher)
+                except (trio.ClosedResourceError, trio.BrokenResourceError):
+                    self.remove(watcher)
+
+    def close(self) -> None:
+        """End every watch (the runtime is closing)."""
+        for watchers in list(self._watchers.values()):
+            for watcher in list(watchers):
+                self.remove(watcher)
+
+
+class ThreadWatch:
+    """What ``async with rt.watch(thread_id) as updates`` gives: an async iterator of
+    :data:`ThreadUpdate` (see the module docstring for overflow and closing)."""
+
+    def __init__(
+        self,
+        watcher: _Watcher,
+        receive: trio.MemoryReceiveChannel[ThreadUpdate],
+        snapshot: ThreadState | None = None,
+    ) -> None:
+        self._watcher = watcher
+        self._receive = receive
+        self.snapshot = snapshot
+        """With ``watch(..., snapshot=True)``: the thread's state just before the first
+        update this watch yields (no update is in it twice, none is missing); else ``None``."""
+
+    @property
+    def thread_id(self) -> str:
+        return self._watcher.thread_id
+
+    def __aiter__(self) -> AsyncIterator[ThreadUpdate]:
+        return self
+
+    async def __anext__(self) -> ThreadUpdate:
+        try:
+            return await self._receive.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            raise self._ended() from None
+
+    async def receive(self) -> ThreadUpdate:
+        """The next update; :class:`StopAsyncIteration` once the watch ended."""
+        return await self.__anext__()
+
+    def receive_nowait(self) -> ThreadUpdate:
+        """The next update if one is buffered, else ``trio.WouldBlock``;
+        :class:`StopAsyncIteration` once the watch ended (:class:`WatchOverflow` if dropped).
+
+        The runtime hands an update to its watchers as soon as it is committed (a transient
+        item: as soon as it is written), so after ``wait_idle`` returns every update up to
+        that point is buffered.
+        """
+        try:
+            return self._receive.receive_nowait()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            raise self._ended() from None
+
+    def _ended(self) -> Exception:
+        if self._watcher.overflowed:
+            return WatchOverflow(
+                f"this watch of thread {self.thread_id!r} fell more than its capacity of "
+                "updates behind and was dropped; read get_state() again and open a new watch"
+            )
+        return StopAsyncIteration()
+
+
+class PublishingTransaction(Transaction):
+    """A transaction whose writes are published to the watchers once it committed."""
+
+    def __init__(self, store: Store, hub: WatchHub) -> None:
+        super().__init__(store)
+        self._hub = hub
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        shown = threads_shown(self.writes) if exc_type is None else frozenset()
+        self._hub.begin(shown)
+        try:
+            await super().__aexit__(exc_type, exc, tb)
+            if exc_type is None and self._hub.watching:
+                self._hub.publish(updates_of(self.writes))
+        finally:
+            self._hub.end(shown)

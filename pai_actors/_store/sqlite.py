@@ -1,0 +1,474 @@
+""":class:`SqliteStore`: the durable :class:`~pai_actors.Store`, one SQLite file per store.
+
+It behaves exactly as :class:`~pai_actors.MemoryStore` does (the same conflicts, the same
+orders, checked by the same conformance suite), with the data in a file that outlives the
+process. Schema (version 1, kept in ``PRAGMA user_version``)::
+
+    threads(thread_id PK, scope_key, seq, json)           seq orders a scope's threads
+    messages(thread_id, message_id, seq, json)            json: the message without parts
+    parts(thread_id, message_id, key, position, json)     one row per part, keyed like
+                                                          MemoryStore's (tool call id, "#i")
+    runs(run_id PK, thread_id, seq, revision, active, json)
+    calls(thread_id, tool_call_id, seq, revision, open, json)   open: holds pending actions
+    files(file_id PK, scope_key, json, body)
+
+``json`` is the record's pydantic JSON (a message's and a part's wire JSON); the other columns
+are what lookups, ordering and conflict checks need, written from the record in the same
+statement, so they never disagree with it. A part has its own row, so putting one tool part
+of a large message writes one row. The keys do the conflict checks: each write is one
+statement that a primary key, a foreign key (``foreign_keys=ON``) or the one-active-run index
+refuses, or an update conditioned on the stored revision (see ``_sqlite_writes``).
+
+Why synchronous calls on the trio thread, not ``trio.to_thread``: everything here must run
+under ``trio.testing.MockClock(autojump_threshold=0)``, where a thread hop looks idle and
+makes the clock jump (spurious timeouts), and a WAL commit with ``synchronous=NORMAL``
+costs tens of microseconds, less than a thread hop. Each method is one short SQLite
+transaction between trio checkpoints, so it is atomic with respect to other tasks and to
+cancellation, as ``MemoryStore``'s are. The price: what SQLite waits for blocks the trio
+thread, namely the fsync of every commit under ``synchronous=FULL`` (0.15 to several
+milliseconds, by disk).
+
+WAL checkpoints (copying the log into the database file, with an fsync of each) are not the
+trio thread's: the store's connection has ``wal_autocheckpoint=0``, and a
+:class:`_Checkpointer` thread with its own connection runs ``wal_checkpoint(PASSIVE)`` when
+the store tells it enough rows changed. It never calls into trio and the store never waits
+for it (a PASSIVE checkpoint takes no lock a writer needs), so the clock rule above holds.
+The log restarts from its beginning only when a write begins with the log wholly copied;
+a checkpoint that overlaps the trio thread's next commit leaves it a few frames short, so
+the thread retries at once a few times, and past :data:`_WAL_LIMIT` rows the store copies
+the rest itself, after a commit, where no write of this process can overlap it (a few
+frames by then, since the thread copied the bulk): the log stays bounded whatever the
+timing. Neither ever waits for a reader, so a reader that holds an old snapshot keeps the
+log from restarting as it does with SQLite's own checkpoints, and never delays a commit.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import sqlite3
+import weakref
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any, Literal, TypeVar
+
+import pydantic
+import trio
+
+from .._core.errors import StoreError
+from .._core.parts import Message, ToolDataItem
+from .._core.records import OpenAction, RunRecord, StoredCall, StoredFileBody, ThreadRecord, UploadedFile
+from .sqlite_checkpoints import _Checkpointer
+from .sqlite_schema import migrate
+from .sqlite_writes import apply_writes
+from .base import Transaction, Write, open_actions
+
+Durability = Literal["normal", "full"]
+_SYNCHRONOUS: dict[str, str] = {"normal": "NORMAL", "full": "FULL"}
+R = TypeVar("R", bound=pydantic.BaseModel)
+
+
+class SqliteStore:
+    """A :class:`~pai_actors.Store` in a SQLite file: ``SqliteStore("app.db")``.
+
+    The database is opened (and created, or migrated forward) at construction; ``close()``
+    it, or use the store as a context manager (``with`` or ``async with``). Reopening the
+    same path, in this process or another, finds every committed transaction.
+
+    Durability: the file is in WAL mode. ``durability="normal"`` (``synchronous=NORMAL``,
+    the default) survives a crash of the process at any point: a commit that returned is
+    kept. A power loss or an operating-system crash may lose the last commits (never
+    corrupt the file or keep part of a transaction). ``durability="full"``
+    (``synchronous=FULL``) syncs the log on every commit, so a commit that returned also
+    survives a power loss; each commit then waits for an fsync (on a disk that honours it,
+    milliseconds rather than microseconds).
+
+    Versioning: the schema version is the database's ``user_version``. A file written by an
+    older release is migrated forward when it is opened; a file of a newer release is
+    refused with :class:`~pai_actors.StoreError` (upgrade pai_actors to open it).
+
+    Concurrency contract: every method is atomic with respect to other tasks and to
+    cancellation. ``commit`` is a group commit: the commits of every task ready in the same
+    scheduler tick share one ``BEGIN IMMEDIATE`` … ``COMMIT`` (each under a savepoint, run
+    synchronously on the trio thread), so each either applies its whole batch and returns,
+    or raises (:class:`~pai_actors.StoreConflict`, or ``trio.Cancelled`` before it joined a
+    group) and writes nothing. Readers see the last committed state. Several processes may open one
+    file; a writer waits for another process's write lock (blocking its trio thread, up to
+    ``busy_timeout`` seconds) and then raises :class:`~pai_actors.StoreError`. A store
+    object belongs to the thread that opened it.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        durability: Durability = "normal",
+        busy_timeout: float = 5.0,
+    ) -> None:
+        if durability not in _SYNCHRONOUS:
+            raise ValueError(
+                f"durability={durability!r} is not a durability level; use 'normal' (survives "
+                "process crashes) or 'full' (also survives power loss)"
+            )
+        self.path = os.fspath(path)
+        self.durability: Durability = durability
+        db = sqlite3.connect(self.path, isolation_level=None)
+        try:
+            db.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode != "wal" and self.path != ":memory:":
+                raise StoreError(
+                    f"SQLite could not put {self.path!r} in WAL mode (it is in {mode!r} mode); "
+                    "keep the database on a local file system"
+                )
+            db.execute(f"PRAGMA synchronous = {_SYNCHRONOUS[durability]}")
+            db.execute("PRAGMA foreign_keys = ON")
+            migrate(db, self.path)
+            checkpointer = None
+            if mode == "wal":  # a second connection to ":memory:" would be another database
+                db.execute("PRAGMA wal_autocheckpoint = 0")  # the checkpointer's work
+                checkpointer = _Checkpointer(self.path, _SYNCHRONOUS[durability])
+        except BaseException:
+            db.close()
+            raise
+        self._checkpointer = checkpointer
+        # Stops the thread once: at close(), when an unclosed store is collected, or at exit.
+        self._stop_checkpointer = (
+            None if checkpointer is None else weakref.finalize(self, checkpointer.stop)
+        )
+        self._checkpoint_at = _CHECKPOINT_ROWS  # db.total_changes at which to wake it next
+        self._copied_here = 0  # db.total_changes when this connection last copied the log
+        self._db: sqlite3.Connection | None = db
+        self._batch: list[_Commit] | None = None  # the group commit being gathered
+        # The calls and runs of the last commits, by their stored JSON: reading one back
+        # returns the record written instead of parsing the text again. Records are
+        # immutable, and the Store protocol lets readers share them (MemoryStore always
+        # does); bounded, so memory does not grow with the number of conversations.
+        self._recent: dict[str, pydantic.BaseModel] = {}
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({self.path!r}, durability={self.durability!r})"
+
+    def close(self) -> None:
+        """Close the database; further calls raise :class:`~pai_actors.StoreError`.
+        Closing twice is harmless."""
+        db, self._db = self._db, None
+        if self._stop_checkpointer is not None:
+            self._stop_checkpointer()  # joins the thread; its connection is closed
+        if db is not None:
+            db.close()  # the last connection to the file copies the log and deletes it
+
+    def __enter__(self) -> SqliteStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> SqliteStore:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise StoreError(f"{self!r} is closed; open the file again with SqliteStore(path)")
+        return self._db
+
+    # Writes.
+
+    def transaction(self) -> Transaction:
+        return Transaction(self)
+
+    @trio.lowlevel.enable_ki_protection  # a Ctrl-C inside would strand the group (see below)
+    async def commit(self, writes: Sequence[Write]) -> None:
+        """Apply ``writes`` atomically: group commit.
+
+        The first commit of a scheduler tick leads a group: it yields once (shielded), so
+        that the commits of every task ready in the same tick join it, then writes them all
+        in one SQLite transaction (one fsync under ``durability="full"``), each under its
+        own savepoint: a conflict refuses that writer's batch alone, in the order they
+        joined. Once a commit has joined a group it is not cancellable: it returns applied,
+        or raises with nothing of it written. A ``KeyboardInterrupt`` waits, as a cancellation
+        does, for the caller's next checkpoint: arriving between two lines here it would leave
+        a leader's group never written (every later commit joining it) or a joiner listed for
+        a wake-up after it left.
+        """
+        db = self._connection()
+        await trio.lowlevel.checkpoint_if_cancelled()
+        mine = _Commit(writes)
+        group = self._batch
+        if group is not None:  # a leader is gathering this tick's commits: join it
+            group.append(mine)
+            # Parked until the leader has written the group, and not cancellable meanwhile
+            # (as under a shield, a cancel reaches the caller at its next checkpoint). No
+            # Event and no CancelScope: thousands of writers join a group at once.
+            mine.waiting = trio.lowlevel.current_task()
+            await trio.lowlevel.wait_task_rescheduled(_not_now)
+        else:
+            group = self._batch = [mine]
+            await trio.lowlevel.cancel_shielded_checkpoint()  # let this tick's writers join
+            self._batch = None
+            self._write(db, group)
+            checkpointer = self._checkpointer
+            if checkpointer is not None and (
+                checkpointer.tail_wanted or db.total_changes >= self._checkpoint_at
+            ):
+                self._checkpoint_due(db, checkpointer)
+        if mine.error is not None:
+            raise mine.error
+
+    def _write(self, db: sqlite3.Connection, group: list[_Commit]) -> None:
+        """Write a group in one transaction, each commit under its own savepoint."""
+        try:
+            try:
+                db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise StoreError(
+                    f"cannot write to {self.path!r}: {exc}; another process holds its write "
+                    "lock for too long, or the file is read-only"
+                ) from exc
+            try:
+                alone = len(group) == 1  # no savepoint needed: a conflict refuses it all
+                written: list[tuple[str, pydantic.BaseModel]] = []
+                for commit in group:
+                    if not alone:
+                        db.execute("SAVEPOINT one_commit")
+                    mark = len(written)
+                    try:
+                        apply_writes(db, commit.writes, written)
+                    except (StoreError, sqlite3.Error) as exc:
+                        del written[mark:]
+                        db.execute("ROLLBACK" if alone else "ROLLBACK TO one_commit")
+                        commit.error = (
+                            StoreError(f"SQLite refused a commit to {self.path!r}: {exc}")
+                            if isinstance(exc, sqlite3.Error)
+                            else exc
+                        )
+                    if not alone:
+                        db.execute("RELEASE one_commit")
+                if db.in_transaction:
+                    db.execute("COMMIT")
+                self._remember(written)
+            except BaseException as exc:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise StoreError(f"SQLite refused a commit to {self.path!r}: {exc}") from exc
+                raise
+        except BaseException as exc:  # nothing of the group was written
+            for commit in group:
+                commit.error = exc if commit.error is None else commit.error
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            for commit in group:
+                if commit.waiting is not None:
+                    trio.lowlevel.reschedule(commit.waiting)
+
+    def _checkpoint_due(self, db: sqlite3.Connection, checkpointer: _Checkpointer) -> None:
+        """Between two transactions: copy the log's last frames when the checkpointer asks
+        (it copied the rest), or when the log has not restarted for :data:`_WAL_LIMIT` rows
+        (the thread cannot keep up, or cannot run); every :data:`_CHECKPOINT_ROWS` rows,
+        wake the checkpointer. Copied here, no other write of this process can land during
+        the checkpoint, so the next commit restarts the log (unless a reader still uses it).
+        A PASSIVE checkpoint never waits: busy (the thread, or another process, is
+        checkpointing) or held back by a reader, it returns, and the next wake tries again."""
+        changes = db.total_changes
+        if (
+            checkpointer.tail_wanted
+            or changes - max(checkpointer.copied, self._copied_here) >= _WAL_LIMIT
+        ):
+            checkpointer.tail_wanted = False
+            try:
+                busy, frames, copied = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            except sqlite3.OperationalError:  # the commits are written: see _Checkpointer
+                busy = 1
+            if not busy and frames == copied:
+                self._copied_here = changes
+        if changes >= self._checkpoint_at:
+            self._checkpoint_at = changes + _CHECKPOINT_ROWS
+            checkpointer.wake(changes)
+
+    def _remember(self, written: list[tuple[str, pydantic.BaseModel]]) -> None:
+        recent = self._recent
+        for text, record in written:
+            recent[text] = record
+        excess = len(recent) - _RECENT
+        if excess > 0:
+            for text in list(itertools.islice(recent, excess)):
+                del recent[text]
+
+    def _load(self, model: type[R], text: str) -> R:
+        """The record ``text`` holds: the one written, when it is among the recent ones."""
+        found = self._recent.get(text)
+        if found is not None and type(found) is model:
+            return found  # an instance of model: checked just above
+        return _load(model, text)
+
+    # Reads: one checkpoint, then one statement (a snapshot of the last commit).
+
+    async def _rows(self, sql: str, *args: object) -> list[Any]:
+        db = self._connection()
+        await trio.lowlevel.checkpoint()
+        return db.execute(sql, args).fetchall()
+
+    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+        rows = await self._rows("SELECT json FROM threads WHERE thread_id = ?", thread_id)
+        return _load(ThreadRecord, rows[0][0]) if rows else None
+
+    async def list_threads(self, scope_key: str) -> list[ThreadRecord]:
+        rows = await self._rows(
+            "SELECT json FROM threads WHERE scope_key = ? ORDER BY seq", scope_key
+        )
+        return [_load(ThreadRecord, row[0]) for row in rows]
+
+    async def list_messages(self, thread_id: str) -> list[Message]:
+        rows = await self._rows(
+            "SELECT m.message_id, m.json, p.json FROM messages m LEFT JOIN parts p"
+            " ON p.thread_id = m.thread_id AND p.message_id = m.message_id"
+            " WHERE m.thread_id = ? ORDER BY m.seq, p.position",
+            thread_id,
+        )
+        messages = []
+        for _, group in itertools.groupby(rows, key=lambda row: row[0]):
+            [first, *rest] = group
+            wire = json.loads(first[1])
+            wire["parts"] = [json.loads(row[2]) for row in (first, *rest) if row[2] is not None]
+            messages.append(_load_message(wire))
+        return messages
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        rows = await self._rows("SELECT json FROM runs WHERE run_id = ?", run_id)
+        return self._load(RunRecord, rows[0][0]) if rows else None
+
+    async def list_runs(self, thread_id: str) -> list[RunRecord]:
+        rows = await self._rows("SELECT json FROM runs WHERE thread_id = ? ORDER BY seq", thread_id)
+        return [self._load(RunRecord, row[0]) for row in rows]
+
+    async def get_active_run(self, thread_id: str) -> RunRecord | None:
+        rows = await self._rows(
+            "SELECT json FROM runs WHERE thread_id = ? AND active = 1 ORDER BY seq LIMIT 1",
+            thread_id,
+        )
+        return self._load(RunRecord, rows[0][0]) if rows else None
+
+    async def get_call(self, thread_id: str, tool_call_id: str) -> StoredCall | None:
+        rows = await self._rows(
+            "SELECT json FROM calls WHERE thread_id = ? AND tool_call_id = ?",
+            thread_id,
+            tool_call_id,
+        )
+        return self._load(StoredCall, rows[0][0]) if rows else None
+
+    async def list_calls(self, thread_id: str) -> list[StoredCall]:
+        rows = await self._rows(
+            "SELECT json FROM calls WHERE thread_id = ? ORDER BY seq", thread_id
+        )
+        return [self._load(StoredCall, row[0]) for row in rows]
+
+    async def get_pending_action(self, thread_id: str, action_id: str) -> OpenAction | None:
+        for action in await self.list_pending_actions(thread_id):
+            if action.ref.action_id == action_id:
+                return action
+        return None
+
+    async def list_pending_actions(self, thread_id: str) -> list[OpenAction]:
+        rows = await self._rows(
+            "SELECT json FROM calls WHERE thread_id = ? AND open = 1 ORDER BY seq", thread_id
+        )
+        return [action for row in rows for action in open_actions(self._load(StoredCall, row[0]))]
+
+    async def list_scope_pending_actions(self, scope_key: str) -> list[OpenAction]:
+        rows = await self._rows(
+            "SELECT c.json FROM threads t JOIN calls c ON c.thread_id = t.thread_id"
+            " WHERE t.scope_key = ? AND c.open = 1 ORDER BY t.seq, c.seq",
+            scope_key,
+        )
+        return [action for row in rows for action in open_actions(self._load(StoredCall, row[0]))]
+
+    async def list_tool_data(
+        self, thread_id: str, tool_call_id: str, channel: str
+    ) -> list[ToolDataItem]:
+        rows = await self._rows(
+            "SELECT json FROM calls WHERE thread_id = ? AND tool_call_id = ?",
+            thread_id,
+            tool_call_id,
+        )
+        if not rows:
+            return []
+        call = _load(StoredCall, rows[0][0])  # parsed afresh: nothing shared
+        return [
+            ToolDataItem(id=item.id, value=item.value, updated_at=item.updated_at)
+            for item in call.record.data.get(channel, ())
+        ]
+
+    async def read_file(self, file_id: str, *, scope_key: str) -> StoredFileBody | None:
+        rows = await self._rows(
+            "SELECT json, body FROM files WHERE file_id = ? AND scope_key = ?", file_id, scope_key
+        )
+        return StoredFileBody(_load(UploadedFile, rows[0][0]), bytes(rows[0][1])) if rows else None
+
+
+# Opening.
+
+
+# Records in and out.
+
+
+def _load(model: type[R], text: str) -> R:
+    try:
+        return model.model_validate_json(text)
+    except pydantic.ValidationError as exc:
+        raise StoreError(
+            f"a stored {model.__name__} cannot be read (an unknown shape version, or a file "
+            f"changed by hand): {exc}"
+        ) from exc
+
+
+def _load_message(wire: dict[str, Any]) -> Message:
+    try:
+        return Message.model_validate(wire)
+    except pydantic.ValidationError as exc:
+        raise StoreError(f"a stored message cannot be read: {exc}") from exc
+
+
+_RECENT = 256
+"""How many written calls and runs a :class:`SqliteStore` keeps to answer reads with."""
+
+_CHECKPOINT_ROWS = 1000
+"""Rows a :class:`SqliteStore` changes between two wakes of its checkpointer: about 2,500 WAL
+pages (10 MB) in the W1 benchmark's small commits, fewer in large group commits, whose rows
+share pages. Every wake costs the store one short checkpoint of the log's tail, so fewer,
+larger wakes cost it less (400 rows measured slower); SQLite's own interval is 1,000
+pages."""
+
+_WAL_LIMIT = 2 * _CHECKPOINT_ROWS
+"""Rows changed since the log last restarted past which the store copies it itself."""
+
+
+class _Commit:
+    """One writer's batch in a group commit, and what became of it."""
+
+    __slots__ = ("error", "waiting", "writes")
+
+    def __init__(self, writes: Sequence[Write]) -> None:
+        self.writes = writes
+        self.error: BaseException | None = None
+        self.waiting: trio.lowlevel.Task | None = None  # a joiner, parked until written
+
+
+def _not_now(_: object) -> trio.lowlevel.Abort:
+    """A joined commit is not cancelled: it returns once its group is written."""
+    return trio.lowlevel.Abort.FAILED

@@ -1,0 +1,79 @@
+"""The pending-action view the runtime hands out: an action and the coroutines resolving it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from .._core.actions import ActionResult, PendingActionOrigin, PendingActionRef
+from .._core.calls import APPROVAL_RESPONSE
+from .._core.json import JsonValue
+
+if TYPE_CHECKING:
+    from .agent import AgentDefinition
+
+
+class ActionResolver(Protocol):
+    """What resolves actions: the runtime, or a protocol client (``pai_actors.client``)."""
+
+    async def submit_action(self, ref: PendingActionRef, payload: object) -> ActionResult: ...
+
+    async def cancel_action(
+        self, ref: PendingActionRef, reason: str | None = None
+    ) -> ActionResult: ...
+
+    async def fail_action(
+        self, ref: PendingActionRef, error: str | BaseException
+    ) -> ActionResult: ...
+
+
+def resume_schema_of(
+    agent: AgentDefinition | None, ref: PendingActionRef
+) -> dict[str, JsonValue] | None:
+    """The JSON Schema a submission to ``ref`` is validated by (``None``: any JSON)."""
+    if ref.action_id == f"{ref.tool_call_id}.approval":
+        return APPROVAL_RESPONSE.json_schema
+    registration = None if agent is None else agent.tools.get(ref.tool_name)
+    if registration is None:  # a request-time client tool: any JSON output
+        return None
+    schemas = registration.tool._schemas
+    if ref.suspend_name is not None:
+        suspend = schemas.suspend.get(ref.suspend_name)
+        return None if suspend is None else suspend[1].json_schema
+    return None if schemas.output is None else schemas.output.json_schema
+
+
+class PendingActionView:
+    """A pending action of a thread: its ``name``, the ``input`` it shows, its ``origin``
+    and ``ref``. ``submit``, ``cancel`` and ``fail`` resolve it through the runtime and
+    return an :class:`ActionResult`; an action resolves once (later attempts are rejected).
+
+    ``resume_schema`` is the JSON Schema a submission is validated by (a suspension's
+    ``resume_schema``, the output schema of a tool without ``execute``, the approval
+    response), or ``None`` when any JSON value is accepted.
+    """
+
+    def __init__(
+        self,
+        runtime: ActionResolver,
+        ref: PendingActionRef,
+        input: JsonValue,
+        resume_schema: dict[str, JsonValue] | None = None,
+    ) -> None:
+        self._runtime = runtime
+        self.ref = ref
+        self.name = ref.name
+        self.input = input
+        self.origin: PendingActionOrigin = ref.origin
+        self.resume_schema = resume_schema
+
+    def __repr__(self) -> str:
+        return f"PendingActionView(name={self.name!r}, action_id={self.ref.action_id!r})"
+
+    async def submit(self, resume: object) -> ActionResult:
+        return await self._runtime.submit_action(self.ref, resume)
+
+    async def cancel(self, reason: str | None = None) -> ActionResult:
+        return await self._runtime.cancel_action(self.ref, reason)
+
+    async def fail(self, error: str | BaseException) -> ActionResult:
+        return await self._runtime.fail_action(self.ref, error)
