@@ -39,13 +39,13 @@ import pykka
 import trio
 
 from ._core.actions import ActionResult, PendingActionOrigin, PendingActionRef
-from ._tools.blocking import BlockingToolStatistics
 from ._core.errors import RuntimeClosed
 from ._core.json import JsonValue
+from ._core.state import RunState, ThreadState
+from ._runtime.runtime import AgentRuntime
+from ._tools.blocking import BlockingToolStatistics
 from ._tools.pending import PendingActionView
 from ._tools.registration import ClientTool
-from ._runtime.runtime import AgentRuntime
-from ._core.state import RunState, ThreadState
 
 T = TypeVar("T")
 

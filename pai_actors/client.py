@@ -7,13 +7,13 @@ from ._client.client import CLIENT_MAX_FRAME_BYTES as CLIENT_MAX_FRAME_BYTES
 from ._client.client import Client as Client
 from ._client.client import FileDownload as FileDownload
 from ._client.client import open_client as open_client
+from ._client.conversation import ClientThread as ClientThread
+from ._client.conversation import ClientWatch as ClientWatch
+from ._client.conversation import ThreadResynced as ThreadResynced
 from ._client.errors import AuthenticationFailed as AuthenticationFailed
 from ._client.errors import ClientError as ClientError
 from ._client.errors import ConnectionLost as ConnectionLost
 from ._client.errors import ServerError as ServerError
-from ._client.conversation import ClientThread as ClientThread
-from ._client.conversation import ClientWatch as ClientWatch
-from ._client.conversation import ThreadResynced as ThreadResynced
 from ._tools.pending import PendingActionView as PendingActionView
 
 __all__ = [

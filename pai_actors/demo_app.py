@@ -23,16 +23,16 @@ from typing import Any
 import trio
 from pydantic import BaseModel, Field
 
-from ._tools.agent import define_agent
-from ._server.application import Application
-from ._tools.context import ResumeEntry, ToolContext
-from ._runtime.create import create_agent_runtime
-from ._tools.define_tool import define_tool
 from ._core.model import ModelRequest, ModelToolMessage, ModelUserMessage
-from .testing._scripted_model import ScriptedModel, StepSpec, text, tool_call
+from ._runtime.create import create_agent_runtime
+from ._server.application import Application
 from ._server.server import Identity
 from ._store.base import Store
+from ._tools.agent import define_agent
+from ._tools.context import ResumeEntry, ToolContext
+from ._tools.define_tool import define_tool
 from ._tools.tool import SuspendPoint
+from .testing._scripted_model import ScriptedModel, StepSpec, text, tool_call
 
 TOKENS = {
     "alice-token": Identity(scope_key="acme", user_key="alice"),

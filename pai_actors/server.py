@@ -4,10 +4,10 @@ See ``docs/reference/protocol.md`` and ``docs/guides/cli.md``. Every name here i
 re-exported from private modules.
 """
 
-from ._server.application import Application as Application
-from ._server.application import ApplicationError as ApplicationError
 from ._protocol.frames import MAX_FRAME_BYTES as MAX_FRAME_BYTES
 from ._protocol.frames import PROTOCOL_VERSION as PROTOCOL_VERSION
+from ._server.application import Application as Application
+from ._server.application import ApplicationError as ApplicationError
 from ._server.server import Authenticate as Authenticate
 from ._server.server import Identity as Identity
 from ._server.server import Server as Server

@@ -150,8 +150,8 @@ def _serve(args: argparse.Namespace) -> int:
 def _actions(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from trio_websocket import HandshakeError
 
-    from .actions import CommandError, list_actions, resolve
     from .._client.errors import AuthenticationFailed, ClientError
+    from .actions import CommandError, list_actions, resolve
 
     if not args.token:
         return _fail("no token: pass --token or set $PAI_TOKEN")

@@ -19,15 +19,15 @@ from pathlib import Path
 
 import trio
 
-from .actions import schema_summary
 from .._client.client import open_client
 from .._client.conversation import ClientThread, ThreadResynced
-from .._runtime.create import counter_ids
 from .._core.parts import TextPart, ToolPart
+from .._core.updates import RunStatusChanged, ThreadUpdate, ToolDataUpdated, ToolPartUpdated
+from .._runtime.create import counter_ids
 from .._server.server import open_server
 from .._store.sqlite import SqliteStore
-from .._runtime.watch import RunStatusChanged, ThreadUpdate, ToolDataUpdated, ToolPartUpdated
 from ..demo_app import build
+from .actions import schema_summary
 
 Say = Callable[[str], None]
 

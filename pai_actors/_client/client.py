@@ -45,13 +45,13 @@ from trio_websocket import (
 )
 
 from .._core.actions import ActionResult, PendingActionRef
-from .errors import AuthenticationFailed, ClientError, ConnectionLost, ServerError
-from .conversation import ClientThread
-from .._protocol.frames import PROTOCOL_VERSION, encode
 from .._core.json import JsonValue
-from .._tools.pending import PendingActionView
 from .._core.records import UploadedFile
 from .._core.state import RunState
+from .._protocol.frames import PROTOCOL_VERSION, encode
+from .._tools.pending import PendingActionView
+from .conversation import ClientThread
+from .errors import AuthenticationFailed, ClientError, ConnectionLost, ServerError
 
 _log = logging.getLogger("pai_actors.client")
 _CLOSE_GRACE = 2.0

@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import trio
 from pydantic import TypeAdapter
 
-from .errors import ClientError, ConnectionLost, ServerError
 from .._core.errors import WatchOverflow
 from .._core.json import JsonValue
 from .._core.parts import Message, ToolPart
+from .._core.state import RunState, ThreadState
+from .._core.updates import ThreadUpdate
+from .._protocol.replica import ThreadReplica
 from .._tools.pending import PendingActionView
 from .._tools.registration import ClientTool
-from .._protocol.replica import ThreadReplica
-from .._core.state import RunState, ThreadState
-from .._runtime.watch import ThreadUpdate
+from .errors import ClientError, ConnectionLost, ServerError
 
 if TYPE_CHECKING:
     from .client import Client

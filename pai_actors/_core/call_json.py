@@ -14,6 +14,7 @@ from typing import Any, Literal, TypeVar, get_args
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from pydantic_core import TzInfo
 
+from .._tools.tool import frozen_mapping
 from .call_record import (
     Approval,
     CallRecord,
@@ -25,7 +26,6 @@ from .call_record import (
     Phase,
 )
 from .json import NotPlain, plain_json
-from .._tools.tool import frozen_mapping
 from .wire import Json
 
 # The stored mirror of the pure core's dataclasses. ``CallRecord`` holds ``JsonValue`` (a

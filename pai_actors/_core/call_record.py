@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, TypeAlias
 
+from .._tools.tool import ToolDefinition, frozen_mapping
 from .json import JsonValue
 from .schema import Schema
-from .._tools.tool import ToolDefinition, frozen_mapping
 
 Phase: TypeAlias = Literal[
     "streaming", "awaiting_approval", "executing", "suspended", "awaiting_output", "done"

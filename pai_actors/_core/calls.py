@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 from pydantic_core import from_json
 
+from .._tools.tool import frozen_mapping
 from .actions import ActionResult
 from .call_record import (
     ActionOpened,
@@ -48,7 +49,6 @@ from .errors import InvalidTransition, OutputNotJSON, ValidationFailed
 from .json import JsonValue, to_json_value
 from .parts import CancelledInfo, SuspensionView, ToolApproval, ToolDataItem, ToolPart
 from .schema import Schema, json_schema
-from .._tools.tool import frozen_mapping
 
 CANCELLED_TEXT = "The tool call was cancelled."
 

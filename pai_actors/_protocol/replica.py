@@ -20,8 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .frames import Cursor, update_frame
 from .._core.json import JsonValue
+from .frames import Cursor, update_frame
 
 Applied = Literal["applied", "duplicate", "gap"]
 

@@ -40,9 +40,11 @@ import trio
 
 from supervisors import Supervisor
 
-from .._tools.capabilities import Capabilities
-from .subagents import AgentRunner
+from .._core.errors import ToolInvocationError, ValidationFailed
+from .._core.json import JsonValue, to_json_value
+from .._core.parts import ToolDataItem
 from .._tools.blocking import require_trio
+from .._tools.capabilities import Capabilities
 from .._tools.context import (
     AbortController,
     AbortSignal,
@@ -53,11 +55,9 @@ from .._tools.context import (
     ToolSuspendResult,
     ToolThread,
 )
-from .._core.errors import ToolInvocationError, ValidationFailed
-from .._core.json import JsonValue, to_json_value
-from .._core.parts import ToolDataItem
 from .._tools.registration import ToolRegistration, as_registration, call_callback
 from .._tools.tool import ChildToolInfo
+from .subagents import AgentRunner
 
 if TYPE_CHECKING:
     from .run import LiveRun

@@ -10,16 +10,16 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from .._core.errors import PaiError
+from .._core.ids import IdMaker
+from .._core.model import Model
+from .._store.base import Store
+from .._store.memory import MemoryStore
 from .._tools.agent import AgentDefinition, Pai, check_runtime
 from .._tools.blocking import DEFAULT_THREAD_LIMIT, BlockingTools, SyncTools
-from .clock import Clock, wall_clock
-from .._core.errors import PaiError
 from .._tools.files import DEFAULT_MAX_FILE_BYTES
-from .._core.ids import IdMaker
-from .._store.memory import MemoryStore
-from .._core.model import Model
+from .clock import Clock, wall_clock
 from .runtime import DEFAULT_MAX_ACTIVE_RUNS, AgentRuntime, MapError, check_max_active_runs
-from .._store.base import Store
 
 
 def uuid_ids(prefix: str, *within: str) -> str:

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from .._core.actions import PendingActionRef
 from .._core.errors import MigrationRequired, PaiError
 from .._core.parts import Message, ToolPart
-from .._tools.pending import PendingActionView, resume_schema_of
 from .._core.records import StoredCall
+from .._tools.pending import PendingActionView, resume_schema_of
 from .._tools.registration import ToolRegistration
 
 if TYPE_CHECKING:

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, NoReturn
 
-from .._tools.agent import AgentDefinition, RuntimeScope
 from .._core.errors import DefinitionError, ToolPreparationError
 from .._core.model import ModelTool
+from .._tools.agent import AgentDefinition, RuntimeScope
 from .._tools.registration import ClientTool, ToolRegistration, as_registration, call_callback
 from .._tools.tool import ChildToolInfo, DescriptionContext
 

@@ -30,10 +30,7 @@ import trio
 
 from supervisors import Mailbox, MailboxClosed, MailboxFull, Supervisor, open_supervisor
 
-from .._tools.capabilities import Capabilities
 from .._core.actions import PendingActionRef
-from .._tools.agent import AgentDefinition, RuntimeScope
-from .subagents import AgentRunner
 from .._core.call_record import CallRecord, CallSpec, DataWritten
 from .._core.calls import (
     Step,
@@ -49,7 +46,16 @@ from .._core.calls import (
     unstart_entry,
     write_data,
 )
-from .children import ChildCalls, child_registrations
+from .._core.errors import StoreConflict
+from .._core.ids import IdMaker
+from .._core.model import Model, ModelRequest
+from .._core.parts import ToolDataItem
+from .._core.records import RunRecord, StoredCall, ThreadRecord
+from .._core.state import RunStatus
+from .._core.trigger import is_notification
+from .._core.updates import ToolDataUpdated
+from .._tools.agent import AgentDefinition, RuntimeScope
+from .._tools.capabilities import Capabilities
 from .._tools.context import (
     AbortController,
     InitialEntry,
@@ -61,20 +67,16 @@ from .._tools.context import (
     ToolThread,
     tool_failure_details,
 )
-from .._core.errors import StoreConflict
 from .._tools.files import ScopedFiles
+from .._tools.registration import ClientTool, ToolRegistration
+from .children import ChildCalls, child_registrations
 from .history import model_messages
-from .._core.ids import IdMaker
-from .._core.model import Model, ModelRequest
-from .._core.parts import ToolDataItem
 from .prepare import (
     describe_children,
     prepare_tools,
     resolve_children,
     resolve_runtime_context,
 )
-from .._core.records import RunRecord, StoredCall, ThreadRecord
-from .._tools.registration import ClientTool, ToolRegistration
 from .run_io import (
     RUNTIME_CLOSING,
     needs_observing,
@@ -84,9 +86,7 @@ from .run_io import (
     tool_context,
     write_call,
 )
-from .._core.state import RunStatus
-from .._core.trigger import is_notification
-from .watch import ToolDataUpdated
+from .subagents import AgentRunner
 
 if TYPE_CHECKING:
     from .runtime import AgentRuntime

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import trio
 
-from .._tools.agent import RuntimeScope
 from .._core.call_record import CallRecord, CallSpec, Execute
 from .._core.calls import (
     abandon_call,
@@ -34,11 +33,12 @@ from .._core.model import (
     ToolInputStart,
 )
 from .._core.parts import Message, TextPart
-from .prepare import resolve_runtime_context
 from .._core.records import StoredCall
-from .._tools.registration import ClientTool, ToolRegistration, call_callback
 from .._core.step import StepAccumulator
 from .._store.base import Transaction
+from .._tools.agent import RuntimeScope
+from .._tools.registration import ClientTool, ToolRegistration, call_callback
+from .prepare import resolve_runtime_context
 
 if TYPE_CHECKING:
     from .run import LiveRun

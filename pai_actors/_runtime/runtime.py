@@ -39,15 +39,10 @@ import trio
 
 from supervisors import Supervisor, open_supervisor
 
-from .._tools.capabilities import Binding, Capabilities, acquire_capabilities
 from .._core.actions import ActionResult, PendingActionRef
-from .._tools.agent import AgentDefinition
-from .._tools.blocking import BlockingTools
 from .._core.call_record import CallRecord, CallSpec
 from .._core.calls import cancel_action, fail_action, interrupt_call, submit
 from .._core.capability import Capability
-from .clock import Clock
-from .._tools.context import ToolThread
 from .._core.errors import (
     AgentNotFound,
     FileNotFound,
@@ -58,9 +53,22 @@ from .._core.errors import (
     ThreadBusy,
     ThreadNotFound,
 )
-from .._tools.files import DEFAULT_MAX_FILE_BYTES
 from .._core.ids import IdMaker
 from .._core.json import to_json_value
+from .._core.model import Model
+from .._core.parts import Message, TextPart, ToolPart
+from .._core.records import ClientToolRecord, RunRecord, StoredCall, StoredFileBody, ThreadRecord
+from .._core.state import RunState, RunStatus, ThreadState
+from .._core.trigger import is_notification, notification_message
+from .._store.base import Store, Transaction
+from .._tools.agent import AgentDefinition
+from .._tools.blocking import BlockingTools, BlockingToolStatistics
+from .._tools.capabilities import Binding, Capabilities, acquire_capabilities
+from .._tools.context import ToolThread
+from .._tools.files import DEFAULT_MAX_FILE_BYTES
+from .._tools.pending import PendingActionView, resume_schema_of
+from .._tools.registration import ClientTool, call_callback
+from .clock import Clock
 from .loading import (
     INDEX_CAPACITY,
     BoundedIndex,
@@ -69,18 +77,10 @@ from .loading import (
     index_calls,
     pending_action_for,
 )
-from .._core.model import Model
-from .._core.parts import Message, TextPart, ToolPart
-from .._tools.pending import PendingActionView, resume_schema_of
 from .prepare import check_client_tools
-from .._core.records import ClientToolRecord, RunRecord, StoredCall, StoredFileBody, ThreadRecord
-from .._tools.registration import ClientTool, call_callback
 from .resolution import resolve
 from .run import CLEANUP_SECONDS, LiveRun, record_cancelled, resumable, run_actor
 from .run_io import RUNTIME_CLOSING, stage_call
-from .._core.state import RunState, RunStatus, ThreadState
-from .._store.base import Store, Transaction
-from .._core.trigger import is_notification, notification_message
 from .watch import (
     DEFAULT_WATCH_CAPACITY,
     PublishingTransaction,
@@ -474,6 +474,34 @@ class AgentRuntime:
         """The thread's record: its ``scope_key``, ``user_key`` and agent
         (:class:`ThreadNotFound`; :class:`AgentNotFound` if its agent is not hosted here)."""
         return await self.thread(thread_id)
+
+    async def thread_scope(self, thread_id: str) -> str | None:
+        """The ``scope_key`` of the stored thread ``thread_id``, or ``None`` when there is no
+        such thread (whichever agent runs it: a server checks a client's scope with it)."""
+        thread = await self.store.get_thread(thread_id)
+        return None if thread is None else thread.scope_key
+
+    async def run_thread(self, run_id: str) -> str | None:
+        """The id of the thread the run ``run_id`` belongs to, or ``None`` when there is no
+        such run."""
+        run = await self.store.get_run(run_id)
+        return None if run is None else run.thread_id
+
+    async def message_runs(self, thread_id: str) -> dict[str, str]:
+        """Which run made each message of the thread that holds tool calls: message id to
+        run id (a message without tool calls is not there)."""
+        return {call.message_id: call.run_id for call in await self.store.list_calls(thread_id)}
+
+    def message_run(self, message_id: str) -> str | None:
+        """The run that made the message ``message_id``, when this runtime saw it made or
+        loaded it recently (else ``None``: ask :meth:`message_runs`)."""
+        where = self.message_index.get(message_id)
+        return None if where is None else where[1]
+
+    def blocking_statistics(self) -> BlockingToolStatistics:
+        """The worker-thread calls of plain ``def`` tools: running, abandoned after a
+        cancellation, results discarded (read synchronously)."""
+        return self.blocking.statistics()
 
     async def read_file(self, file_id: str, *, scope_key: str) -> StoredFileBody:
         """The file ``file_id`` of ``scope_key`` and its body; :class:`FileNotFound` when there

@@ -26,21 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from .._tools.capabilities import Capabilities
-from .._tools.agent import RuntimeScope
-from .._tools.context import (
-    AbortController,
-    AbortSignal,
-    InitialEntry,
-    ToolContext,
-    ToolDataWriter,
-    ToolFailResult,
-    ToolSuspendResult,
-    ToolThread,
-    tool_failure_details,
-)
 from .._core.errors import AgentNotFound, AgentRunError, ValidationFailed
-from .history import bare_output
 from .._core.json import to_json_value
 from .._core.model import (
     ModelAssistantMessage,
@@ -55,9 +41,23 @@ from .._core.model import (
     ToolResultOutput,
 )
 from .._core.parts import ToolDataItem
-from .prepare import prepare_tools, resolve_runtime_context
-from .._tools.registration import ToolRegistration, call_callback
 from .._core.step import accumulate_step
+from .._tools.agent import RuntimeScope
+from .._tools.capabilities import Capabilities
+from .._tools.context import (
+    AbortController,
+    AbortSignal,
+    InitialEntry,
+    ToolContext,
+    ToolDataWriter,
+    ToolFailResult,
+    ToolSuspendResult,
+    ToolThread,
+    tool_failure_details,
+)
+from .._tools.registration import ToolRegistration, call_callback
+from .history import bare_output
+from .prepare import prepare_tools, resolve_runtime_context
 
 if TYPE_CHECKING:
     from .run import LiveRun

@@ -15,8 +15,8 @@ from typing import Any
 
 from .._core.errors import PaiError
 from .._runtime.runtime import AgentRuntime
-from .server import Authenticate
 from .._store.base import Store
+from .server import Authenticate
 
 
 @dataclass(frozen=True)

@@ -23,17 +23,17 @@ from typing import Any
 
 import trio
 
-from .._tools.agent import AgentDefinition
 from .._core.errors import WatchOverflow
-from .._protocol.frames import Cursor, action_wire, snapshot_frame
 from .._core.json import JsonValue
-from .._runtime.loading import pending_action_of_part
 from .._core.parts import ToolPart
-from .._tools.pending import PendingActionView
-from .._protocol.replica import ThreadReplica, UpdateLog
-from .._runtime.runtime import AgentRuntime
 from .._core.state import ThreadState
-from .._runtime.watch import MessageAppended, MessageReplaced, ThreadUpdate, ToolPartUpdated
+from .._core.updates import MessageAppended, MessageReplaced, ThreadUpdate, ToolPartUpdated
+from .._protocol.frames import Cursor, action_wire, snapshot_frame
+from .._protocol.replica import ThreadReplica, UpdateLog
+from .._runtime.loading import pending_action_of_part
+from .._runtime.runtime import AgentRuntime
+from .._tools.agent import AgentDefinition
+from .._tools.pending import PendingActionView
 
 _RUNTIME_WATCH_CAPACITY = 4096
 _log = logging.getLogger("pai_actors.server")

@@ -53,7 +53,7 @@ from .._core.errors import (
     ThreadBusy,
     ThreadNotFound,
 )
-from .feeds import FeedHub, Subscriber, state_actions, view_wire
+from .._core.json import JsonValue, to_json_value
 from .._protocol.frames import (
     MAX_FRAME_BYTES,
     CancelActionRequest,
@@ -77,9 +77,9 @@ from .._protocol.frames import (
     result_frame,
     watch_ended_frame,
 )
-from .._core.json import JsonValue, to_json_value
-from .._tools.registration import ClientTool, call_callback
 from .._runtime.runtime import AgentRuntime
+from .._tools.registration import ClientTool, call_callback
+from .feeds import FeedHub, Subscriber, state_actions, view_wire
 
 _log = logging.getLogger("pai_actors.server")
 

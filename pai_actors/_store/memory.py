@@ -29,7 +29,14 @@ from immutables import Map
 
 from .._core.errors import StoreConflict
 from .._core.parts import Message, Part, ToolDataItem, ToolPart
-from .._core.records import OpenAction, RunRecord, StoredCall, StoredFileBody, ThreadRecord, UploadedFile
+from .._core.records import (
+    OpenAction,
+    RunRecord,
+    StoredCall,
+    StoredFileBody,
+    ThreadRecord,
+    UploadedFile,
+)
 from .base import (
     AppendMessage,
     CreateThread,

@@ -58,11 +58,18 @@ import trio
 
 from .._core.errors import StoreError
 from .._core.parts import Message, ToolDataItem
-from .._core.records import OpenAction, RunRecord, StoredCall, StoredFileBody, ThreadRecord, UploadedFile
+from .._core.records import (
+    OpenAction,
+    RunRecord,
+    StoredCall,
+    StoredFileBody,
+    ThreadRecord,
+    UploadedFile,
+)
+from .base import Transaction, Write, open_actions
 from .sqlite_checkpoints import _Checkpointer
 from .sqlite_schema import migrate
 from .sqlite_writes import apply_writes
-from .base import Transaction, Write, open_actions
 
 Durability = Literal["normal", "full"]
 _SYNCHRONOUS: dict[str, str] = {"normal": "NORMAL", "full": "FULL"}

@@ -27,15 +27,15 @@ from typing import TYPE_CHECKING, Any, Generic, Literal
 import trio
 from typing_extensions import TypeVar
 
-from .capabilities import Capabilities
 from .._core.actions import PendingActionRef
-from .blocking import require_trio
 from .._core.json import JsonValue
 from .._core.parts import ToolDataItem
+from .blocking import require_trio
+from .capabilities import Capabilities
 
 if TYPE_CHECKING:
-    from .._runtime.subagents import AgentRunner
     from .._runtime.children import ToolCallMap
+    from .._runtime.subagents import AgentRunner
     from .files import ScopedFiles
 
 InputT = TypeVar("InputT", covariant=True, default=Any)

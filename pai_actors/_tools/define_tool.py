@@ -21,8 +21,8 @@ from typing_extensions import TypeForm, TypeVar
 from .._core.capability import Capability
 from .._core.errors import SchemaError, ToolDefinitionError
 from .._core.ids import check_id, check_name
-from .registration import ToolRegistration
 from .._core.schema import Schema, SchemaMode, ToolSchema, compile_schema
+from .registration import ToolRegistration
 from .tool import (
     DescriptionContext,
     SuspendPoint,

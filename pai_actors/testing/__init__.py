@@ -46,23 +46,23 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Literal
 
-from .._tools.agent import AgentDefinition, Pai
-from .._tools.blocking import DEFAULT_THREAD_LIMIT, SyncTools
+from .._core.errors import ScriptedModelError as ScriptedModelError
+from .._core.model import Model
 from .._runtime.clock import Clock
 from .._runtime.clock import trio_clock as trio_clock
 from .._runtime.create import counter_ids, create_agent_runtime
-from .._core.errors import ScriptedModelError as ScriptedModelError
-from .._tools.files import DEFAULT_MAX_FILE_BYTES
-from .._store.memory import MemoryBacking, MemoryStore
-from .._core.model import Model
 from .._runtime.runtime import DEFAULT_MAX_ACTIVE_RUNS, AgentRuntime, MapError
+from .._store.base import Store
+from .._store.memory import MemoryBacking, MemoryStore
+from .._store.sqlite import SqliteStore
+from .._tools.agent import AgentDefinition, Pai
+from .._tools.blocking import DEFAULT_THREAD_LIMIT, SyncTools
+from .._tools.files import DEFAULT_MAX_FILE_BYTES
 from ._scripted_model import ScriptedModel as ScriptedModel
 from ._scripted_model import ScriptedText as ScriptedText
 from ._scripted_model import ScriptedToolCall as ScriptedToolCall
 from ._scripted_model import text as text
 from ._scripted_model import tool_call as tool_call
-from .._store.sqlite import SqliteStore
-from .._store.base import Store
 from ._store_check import StoreOpener as StoreOpener
 from ._store_check import check_store as check_store
 

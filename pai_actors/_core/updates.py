@@ -1,0 +1,92 @@
+"""The updates a watch of a thread yields (:data:`ThreadUpdate`): values of the core, so the
+client reads the same classes the runtime writes, and neither needs the other.
+
+Each is a frozen wire model with ``to_wire()`` (the protocol's camelCase JSON); each class's
+``type`` is a ``Literal``, so ``update.type == "run-status"`` narrows the union.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias
+
+from .json import JsonValue
+from .parts import Message, ToolDataItem, ToolPart
+from .state import RunState
+from .wire import WireModel
+
+
+class MessageAppended(WireModel):
+    """A message was appended to the thread."""
+
+    type: Literal["message-appended"] = "message-appended"
+    thread_id: str
+    message: Message
+
+    def to_wire(self) -> dict[str, JsonValue]:
+        return {"type": self.type, "threadId": self.thread_id, "message": self.message.to_wire()}
+
+
+class MessageReplaced(WireModel):
+    """A message was replaced in place (same id, same position)."""
+
+    type: Literal["message-replaced"] = "message-replaced"
+    thread_id: str
+    message: Message
+
+    def to_wire(self) -> dict[str, JsonValue]:
+        return {"type": self.type, "threadId": self.thread_id, "message": self.message.to_wire()}
+
+
+class ToolPartUpdated(WireModel):
+    """The tool part of ``part.tool_call_id`` in message ``message_id`` was put (replaced,
+    or appended to the message when it was not there)."""
+
+    type: Literal["tool-part-updated"] = "tool-part-updated"
+    thread_id: str
+    message_id: str
+    part: ToolPart
+
+    def to_wire(self) -> dict[str, JsonValue]:
+        return {
+            "type": self.type,
+            "threadId": self.thread_id,
+            "messageId": self.message_id,
+            "part": self.part.to_wire(),
+        }
+
+
+class RunStatusChanged(WireModel):
+    """A run of the thread was created or its status (or error) was written."""
+
+    type: Literal["run-status"] = "run-status"
+    thread_id: str
+    run: RunState
+
+    def to_wire(self) -> dict[str, JsonValue]:
+        return {"type": self.type, "threadId": self.thread_id, "run": self.run.to_wire()}
+
+
+class ToolDataUpdated(WireModel):
+    """A transient tool-data item: live only, never stored, never in a snapshot."""
+
+    type: Literal["tool-data"] = "tool-data"
+    thread_id: str
+    tool_call_id: str
+    channel: str
+    item: ToolDataItem
+
+    def to_wire(self) -> dict[str, JsonValue]:
+        return {
+            "type": self.type,
+            "threadId": self.thread_id,
+            "toolCallId": self.tool_call_id,
+            "channel": self.channel,
+            "item": self.item.to_wire(),
+        }
+
+
+ThreadUpdate: TypeAlias = (
+    MessageAppended | MessageReplaced | ToolPartUpdated | RunStatusChanged | ToolDataUpdated
+)
+"""One update a :meth:`AgentRuntime.watch` yields. Each class's ``type`` is a ``Literal``, so
+``if update.type == "run-status":`` narrows the union to :class:`RunStatusChanged`."""
