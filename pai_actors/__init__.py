@@ -24,6 +24,7 @@ from ._core.actions import PendingActionOrigin as PendingActionOrigin
 from ._core.actions import PendingActionRef as PendingActionRef
 from ._core.capability import Capability as Capability
 from ._core.capability import capability as capability
+from ._core.client_tool import ClientTool as ClientTool
 from ._core.errors import AgentNotFound as AgentNotFound
 from ._core.errors import AgentRunError as AgentRunError
 from ._core.errors import DefinitionError as DefinitionError
@@ -77,6 +78,7 @@ from ._core.parts import ToolApproval as ToolApproval
 from ._core.parts import ToolDataItem as ToolDataItem
 from ._core.parts import ToolPart as ToolPart
 from ._core.parts import get_tool_name as get_tool_name
+from ._core.pending import PendingActionView as PendingActionView
 from ._core.records import ClientToolRecord as ClientToolRecord
 from ._core.records import OpenAction as OpenAction
 from ._core.records import RunRecord as RunRecord
@@ -95,12 +97,8 @@ from ._core.updates import RunStatusChanged as RunStatusChanged
 from ._core.updates import ThreadUpdate as ThreadUpdate
 from ._core.updates import ToolDataUpdated as ToolDataUpdated
 from ._core.updates import ToolPartUpdated as ToolPartUpdated
-from ._runtime.children import BoundTool as BoundTool
-from ._runtime.children import ToolCallMap as ToolCallMap
 from ._runtime.create import create_agent_runtime as create_agent_runtime
 from ._runtime.runtime import AgentRuntime as AgentRuntime
-from ._runtime.subagents import AgentRunner as AgentRunner
-from ._runtime.subagents import AgentRunResult as AgentRunResult
 from ._runtime.watch import ThreadWatch as ThreadWatch
 from ._store.base import Store as Store
 from ._store.base import Transaction as Transaction
@@ -112,6 +110,8 @@ from ._tools.agent import Pai as Pai
 from ._tools.agent import RuntimeScope as RuntimeScope
 from ._tools.agent import create_pai as create_pai
 from ._tools.agent import define_agent as define_agent
+from ._tools.agent_runner import AgentRunner as AgentRunner
+from ._tools.agent_runner import AgentRunResult as AgentRunResult
 from ._tools.blocking import DEFAULT_THREAD_LIMIT as DEFAULT_THREAD_LIMIT
 from ._tools.blocking import BlockingTools as BlockingTools
 from ._tools.blocking import BlockingToolStatistics as BlockingToolStatistics
@@ -131,8 +131,6 @@ from ._tools.context import tool_failure_details as tool_failure_details
 from ._tools.define_tool import define_tool as define_tool
 from ._tools.files import DEFAULT_MAX_FILE_BYTES as DEFAULT_MAX_FILE_BYTES
 from ._tools.files import ScopedFiles as ScopedFiles
-from ._tools.pending import PendingActionView as PendingActionView
-from ._tools.registration import ClientTool as ClientTool
 from ._tools.registration import ToolRegistration as ToolRegistration
 from ._tools.tool import ChildToolInfo as ChildToolInfo
 from ._tools.tool import DescriptionContext as DescriptionContext
@@ -140,6 +138,8 @@ from ._tools.tool import SuspendPoint as SuspendPoint
 from ._tools.tool import ToolConfig as ToolConfig
 from ._tools.tool import ToolDefinition as ToolDefinition
 from ._tools.tool import ToolWireSpec as ToolWireSpec
+from ._tools.tool_calls import BoundTool as BoundTool
+from ._tools.tool_calls import ToolCallMap as ToolCallMap
 
 __version__ = "0.1.0"
 

@@ -14,7 +14,7 @@ from ._client.errors import AuthenticationFailed as AuthenticationFailed
 from ._client.errors import ClientError as ClientError
 from ._client.errors import ConnectionLost as ConnectionLost
 from ._client.errors import ServerError as ServerError
-from ._tools.pending import PendingActionView as PendingActionView
+from ._core.pending import PendingActionView as PendingActionView
 
 __all__ = [
     "CLIENT_MAX_FRAME_BYTES",

@@ -14,7 +14,6 @@ from typing import Any, Literal, TypeVar, get_args
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from pydantic_core import TzInfo
 
-from .._tools.tool import frozen_mapping
 from .call_record import (
     Approval,
     CallRecord,
@@ -26,6 +25,7 @@ from .call_record import (
     Phase,
 )
 from .json import NotPlain, plain_json
+from .schema import frozen_mapping
 from .wire import Json
 
 # The stored mirror of the pure core's dataclasses. ``CallRecord`` holds ``JsonValue`` (a

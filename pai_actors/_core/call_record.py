@@ -9,11 +9,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
-from .._tools.tool import ToolDefinition, frozen_mapping
 from .json import JsonValue
-from .schema import Schema
+from .schema import Schema, ToolSchemas, frozen_mapping
+
+
+class DefinedTool(Protocol):
+    """What a spec is made from: a ``ToolDefinition`` (the core names it by this protocol,
+    so that it needs nothing of the tools' layer above it)."""
+
+    @property
+    def _schemas(self) -> ToolSchemas: ...
+
+    @property
+    def has_execute(self) -> bool: ...
+
 
 Phase: TypeAlias = Literal[
     "streaming", "awaiting_approval", "executing", "suspended", "awaiting_output", "done"
@@ -40,7 +51,7 @@ class CallSpec:
     has_execute: bool
 
     @classmethod
-    def for_tool(cls, tool: ToolDefinition) -> CallSpec:
+    def for_tool(cls, tool: DefinedTool) -> CallSpec:
         """The spec of a registered tool definition."""
         schemas = tool._schemas
         return cls(schemas.input, schemas.output, schemas.suspend, tool.has_execute)

@@ -25,7 +25,6 @@ from typing import NamedTuple
 
 from pydantic_core import from_json
 
-from .._tools.tool import frozen_mapping
 from .actions import ActionResult
 from .call_record import (
     ActionOpened,
@@ -48,7 +47,7 @@ from .call_record import (
 from .errors import InvalidTransition, OutputNotJSON, ValidationFailed
 from .json import JsonValue, to_json_value
 from .parts import CancelledInfo, SuspensionView, ToolApproval, ToolDataItem, ToolPart
-from .schema import Schema, json_schema
+from .schema import Schema, frozen_mapping, json_schema
 
 CANCELLED_TEXT = "The tool call was cancelled."
 

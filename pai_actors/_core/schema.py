@@ -11,6 +11,8 @@ from __future__ import annotations
 import copy
 import reprlib
 from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Literal, TypeAlias, cast
 
 from jsonschema import Draft202012Validator
@@ -257,3 +259,21 @@ def _describe(value: object) -> str:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0].rstrip(".") if text else type(exc).__name__
+
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def frozen_mapping(items: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """A read-only copy of ``items`` (an empty one for ``None``)."""
+    return MappingProxyType(dict(items)) if items else _EMPTY
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSchemas:
+    """The compiled schemas of one definition, for the runtime (internal)."""
+
+    input: Schema
+    output: Schema | None
+    suspend: Mapping[str, tuple[Schema, Schema]]  # name -> (suspend_schema, resume_schema)
+    data: Mapping[str, Schema]

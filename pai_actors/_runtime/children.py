@@ -31,10 +31,10 @@ conversation parts and have no durable record; their ``to_model_output`` never r
 from __future__ import annotations
 
 import itertools
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
@@ -43,7 +43,6 @@ from supervisors import Supervisor
 from .._core.errors import ToolInvocationError, ValidationFailed
 from .._core.json import JsonValue, to_json_value
 from .._core.parts import ToolDataItem
-from .._tools.blocking import require_trio
 from .._tools.capabilities import Capabilities
 from .._tools.context import (
     AbortController,
@@ -57,11 +56,10 @@ from .._tools.context import (
 )
 from .._tools.registration import ToolRegistration, as_registration, call_callback
 from .._tools.tool import ChildToolInfo
-from .subagents import AgentRunner
-
-if TYPE_CHECKING:
-    from .run import LiveRun
-    from .runtime import AgentRuntime
+from .._tools.tool_calls import BoundTool, ToolCallMap
+from .live import LiveRun
+from .services import Services
+from .subagents import agent_runner
 
 
 class ChildCalls:
@@ -75,7 +73,7 @@ class ChildCalls:
 
     def __init__(
         self,
-        rt: AgentRuntime,
+        services: Services,
         live: LiveRun,
         parent: ToolThread,
         *,
@@ -87,7 +85,7 @@ class ChildCalls:
         parent_signal: AbortSignal,
         acquire: Callable[[ToolRegistration, ToolThread], Any] | None = None,
     ) -> None:
-        self.rt = rt
+        self.services = services
         self.parent_signal = parent_signal
         self.live = live
         self.parent = parent
@@ -101,7 +99,7 @@ class ChildCalls:
         self._numbers = itertools.count(1)
         self.map = ToolCallMap(
             {
-                name: BoundTool(self, name, registration, enabled[name], infos.get(name))
+                name: _bound(self, name, registration, enabled[name], infos.get(name))
                 for name, registration in registrations.items()
             }
         )
@@ -224,18 +222,18 @@ class ChildCalls:
                     entry=InitialEntry(),
                     data=ToolDataWriter(_no_data(child), _no_list(child)),
                     capabilities=Capabilities(),
-                    files=self.live.files(self.rt, thread.tool_call_id),
-                    agents=AgentRunner(self.rt, self.live, thread, controller.signal),
-                    _trigger=partial(self.rt.trigger, self.live.thread_id),
+                    files=self.services.files(self.live, thread.tool_call_id),
+                    agents=agent_runner(self.services, self.live, thread, controller.signal),
+                    _trigger=partial(self.services.trigger, self.live.thread_id),
                 )
                 execute = registration.tool.execute
                 assert execute is not None  # children have execute (checked at definition)
                 if self.acquire is None or not registration.tool.capabilities:
-                    result.append(await self.rt.blocking.call(execute, ctx))
+                    result.append(await self.services.blocking.call(execute, ctx))
                 else:
                     async with self.acquire(registration, thread) as capabilities:
                         ctx = replace(ctx, capabilities=capabilities)
-                        result.append(await self.rt.blocking.call(execute, ctx))
+                        result.append(await self.services.blocking.call(execute, ctx))
             except Exception as exc:
                 failure.append(exc)
             finally:
@@ -280,105 +278,8 @@ class ChildCalls:
 
     async def _error_text(self, exc: Exception, thread: ToolThread) -> str:
         """``map_error``'s text for a child's exception, else a generic one (API §3)."""
-        text = await self.rt.mapped_error_text(exc, thread)
+        text = await self.services.mapped_error_text(exc, thread)
         return text if text is not None else "it failed with an unexpected error"
-
-
-class BoundTool:
-    """One declared child of the running parent, as ``ctx.tools.<name>`` (API §6).
-
-    ``enabled`` is fixed for this parent invocation; ``description`` is the child's resolved
-    description (``""`` for a disabled child whose description is a callback);
-    ``input_schema`` and ``output_schema`` are JSON Schema dicts (``None``: no output
-    schema). ``await execute(raw_input, *, abort_signal=None)`` runs it and returns its
-    output, or raises :class:`ToolInvocationError`.
-    """
-
-    def __init__(
-        self,
-        calls: ChildCalls,
-        name: str,
-        registration: ToolRegistration,
-        enabled: bool,
-        info: ChildToolInfo | None,
-    ) -> None:
-        self._calls = calls
-        self._registration = registration
-        self.name = name
-        self.enabled = enabled
-        spec = registration.tool.wire_spec()
-        static = registration.tool.config.description
-        self.description = (
-            info.description if info is not None else (static if isinstance(static, str) else "")
-        )
-        self.input_schema: dict[str, JsonValue] = spec.input_schema
-        self.output_schema: dict[str, JsonValue] | None = spec.output_schema
-
-    def __repr__(self) -> str:
-        return f"BoundTool({self.name!r}, enabled={self.enabled})"
-
-    def execute(
-        self, raw_input: object, *, abort_signal: AbortSignal | None = None
-    ) -> Awaitable[Any]:
-        """``await ctx.tools.<name>.execute(raw_input, *, abort_signal=None)``."""
-        require_trio(f"ctx.tools.{self.name}.execute()")
-        return self._execute(raw_input, abort_signal)
-
-    async def _execute(self, raw_input: object, abort_signal: AbortSignal | None) -> Any:
-        calls = self._calls
-        if calls.closed:
-            raise calls.refuse(
-                self.name, "its parent's execute has returned; await child calls before returning"
-            )
-        if not self.enabled:
-            raise calls.refuse(self.name, "it is disabled for this invocation (check .enabled)")
-        if abort_signal is not None and not isinstance(abort_signal, AbortSignal):
-            raise TypeError(
-                f"abort_signal must be an AbortSignal (AbortController().signal), got "
-                f"{abort_signal!r}"
-            )
-        if abort_signal is not None and abort_signal.aborted:  # never starts
-            reason = abort_signal.reason
-            raise calls.refuse(self.name, "it was aborted" + (f": {reason}" if reason else ""))
-        return await calls.run(self.name, self._registration, raw_input, abort_signal)
-
-
-class ToolCallMap(Mapping[str, BoundTool]):
-    """``ctx.tools``: the parent's declared children by name, as :class:`BoundTool`
-    (attribute and item access; every declared child is here, disabled ones included)."""
-
-    def __init__(self, tools: Mapping[str, BoundTool]) -> None:
-        self._tools = dict(tools)
-
-    def __getitem__(self, name: str) -> BoundTool:
-        try:
-            return self._tools[name]
-        except KeyError:
-            raise KeyError(self._missing(name)) from None
-
-    def __getattr__(self, name: str) -> BoundTool:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        try:
-            return self._tools[name]
-        except KeyError:
-            raise AttributeError(self._missing(name)) from None
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._tools)
-
-    def __len__(self) -> int:
-        return len(self._tools)
-
-    def __repr__(self) -> str:
-        return f"ToolCallMap({list(self._tools)!r})"
-
-    def _missing(self, name: str) -> str:
-        declared = ", ".join(map(repr, self._tools)) or "none"
-        return (
-            f"no child tool {name!r} is declared (declared: {declared}); declare it in "
-            "define_tool(tools=...)"
-        )
 
 
 def child_registrations(
@@ -406,3 +307,27 @@ def _no_list(child: str) -> Callable[[str], Awaitable[list[ToolDataItem]]]:
         return []
 
     return list_items
+
+
+def _bound(
+    calls: ChildCalls,
+    name: str,
+    registration: ToolRegistration,
+    enabled: bool,
+    info: ChildToolInfo | None,
+) -> BoundTool:
+    """``ctx.tools.<name>``: the child's resolved description (``""`` for a disabled child
+    whose description is a callback) and JSON schemas, running through ``calls``."""
+    spec = registration.tool.wire_spec()
+    static = registration.tool.config.description
+    return BoundTool(
+        calls,
+        name,
+        registration,
+        enabled=enabled,
+        description=(
+            info.description if info is not None else (static if isinstance(static, str) else "")
+        ),
+        input_schema=spec.input_schema,
+        output_schema=spec.output_schema,
+    )

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from .._core.clock import Clock, wall_clock
 from .._core.errors import PaiError
 from .._core.ids import IdMaker
 from .._core.model import Model
@@ -18,8 +19,8 @@ from .._store.memory import MemoryStore
 from .._tools.agent import AgentDefinition, Pai, check_runtime
 from .._tools.blocking import DEFAULT_THREAD_LIMIT, BlockingTools, SyncTools
 from .._tools.files import DEFAULT_MAX_FILE_BYTES
-from .clock import Clock, wall_clock
-from .runtime import DEFAULT_MAX_ACTIVE_RUNS, AgentRuntime, MapError, check_max_active_runs
+from .runtime import DEFAULT_MAX_ACTIVE_RUNS, AgentRuntime, check_max_active_runs
+from .services import MapError
 
 
 def uuid_ids(prefix: str, *within: str) -> str:

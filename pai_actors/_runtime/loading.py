@@ -14,18 +14,29 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from .._core.actions import PendingActionRef
+from .._core.calls import APPROVAL_RESPONSE
 from .._core.errors import MigrationRequired, PaiError
+from .._core.json import JsonValue
 from .._core.parts import Message, ToolPart
+from .._core.pending import ActionResolver, PendingActionView
 from .._core.records import StoredCall
-from .._tools.pending import PendingActionView, resume_schema_of
 from .._tools.registration import ToolRegistration
 
 if TYPE_CHECKING:
     from .._tools.agent import AgentDefinition
-    from .runtime import AgentRuntime
+
+
+class MessageLookup(ActionResolver, Protocol):
+    """What the pending-action lookup reads from a runtime: where a message it saw was made
+    (its thread and run) and the agent of a thread it loaded, both from bounded indexes."""
+
+    def message_location(self, message_id: str) -> tuple[str, str] | None: ...
+
+    def thread_agent(self, thread_id: str) -> AgentDefinition | None: ...
+
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -90,7 +101,7 @@ def index_calls(index: MessageIndex, calls: Iterable[StoredCall]) -> None:
 
 
 def pending_action_for(
-    rt: AgentRuntime, message: Message | Mapping[str, Any], part: ToolPart | Mapping[str, Any]
+    rt: MessageLookup, message: Message | Mapping[str, Any], part: ToolPart | Mapping[str, Any]
 ) -> PendingActionView | None:
     """The pending action ``part`` of ``message`` shows, or ``None`` when it shows none.
 
@@ -106,7 +117,7 @@ def pending_action_for(
 
 
 def pending_action_of_part(
-    rt: AgentRuntime,
+    rt: MessageLookup,
     message_id: str,
     part: ToolPart,
     *,
@@ -117,7 +128,7 @@ def pending_action_of_part(
     and run) and ``agent`` (the thread's) are read from the runtime's bounded indexes
     unless given."""
     if where is None:
-        where = rt.message_index.get(message_id)
+        where = rt.message_location(message_id)
     if where is None:
         raise PaiError(
             f"message {message_id!r} is not known to this runtime; pass a message from "
@@ -141,7 +152,7 @@ def pending_action_of_part(
     else:
         dynamic = part.type == "dynamic-tool"
         if agent is None:
-            agent = rt.known_agent(thread_id)
+            agent = rt.thread_agent(thread_id)
         if agent is None:
             raise PaiError(
                 f"thread {thread_id!r} of message {message_id!r} is not loaded in this runtime "
@@ -162,5 +173,21 @@ def pending_action_of_part(
         name=name,
     )
     if agent is None:
-        agent = rt.known_agent(thread_id)
+        agent = rt.thread_agent(thread_id)
     return PendingActionView(rt, ref, shown, resume_schema_of(agent, ref))
+
+
+def resume_schema_of(
+    agent: AgentDefinition | None, ref: PendingActionRef
+) -> dict[str, JsonValue] | None:
+    """The JSON Schema a submission to ``ref`` is validated by (``None``: any JSON)."""
+    if ref.action_id == f"{ref.tool_call_id}.approval":
+        return APPROVAL_RESPONSE.json_schema
+    registration = None if agent is None else agent.tools.get(ref.tool_name)
+    if registration is None:  # a request-time client tool: any JSON output
+        return None
+    schemas = registration.tool._schemas
+    if ref.suspend_name is not None:
+        suspend = schemas.suspend.get(ref.suspend_name)
+        return None if suspend is None else suspend[1].json_schema
+    return None if schemas.output is None else schemas.output.json_schema

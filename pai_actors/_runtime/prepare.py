@@ -30,10 +30,11 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, NoReturn
 
+from .._core.client_tool import ClientTool
 from .._core.errors import DefinitionError, ToolPreparationError
 from .._core.model import ModelTool
 from .._tools.agent import AgentDefinition, RuntimeScope
-from .._tools.registration import ClientTool, ToolRegistration, as_registration, call_callback
+from .._tools.registration import ToolRegistration, as_registration, call_callback
 from .._tools.tool import ChildToolInfo, DescriptionContext
 
 _repr = reprlib.Repr()

@@ -11,7 +11,6 @@ at its calls.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import trio
 
@@ -22,13 +21,11 @@ from .._core.errors import StoreConflict
 from .._core.records import RunRecord, StoredCall
 from .run import CLEANUP_SECONDS, resumable
 from .run_io import stage_call, write_call
-
-if TYPE_CHECKING:
-    from .runtime import AgentRuntime
+from .services import Services
 
 
 async def resolve(
-    rt: AgentRuntime, ref: PendingActionRef, decide: Callable[[CallRecord, CallSpec], Submission]
+    services: Services, ref: PendingActionRef, decide: Callable[[CallRecord, CallSpec], Submission]
 ) -> ActionResult:
     """Resolve the action ``ref`` names as ``decide(record, spec)`` judges it.
 
@@ -36,11 +33,11 @@ async def resolve(
     or its run is over or being cancelled. Accepted: written, then the run is woken.
     """
     while True:
-        call = await rt.store.get_call(ref.thread_id, ref.tool_call_id)
+        call = await services.store.get_call(ref.thread_id, ref.tool_call_id)
         spec = None
         if call is not None and call.thread_id == ref.thread_id:
-            thread = await rt.thread(call.thread_id)
-            spec = rt.spec_for(call, rt.agent_of(thread))
+            thread = await services.thread(call.thread_id)
+            spec = services.spec_for(call, services.agent_of(thread))
         if call is None or spec is None:
             return ActionResult.rejected(
                 f"no such action {ref.action_id!r} in thread {ref.thread_id!r}; use a "
@@ -49,28 +46,28 @@ async def resolve(
         outcome = decide(call.record, spec)
         if outcome.result.status == "rejected":
             return outcome.result
-        run = await rt.store.get_run(call.run_id)
+        run = await services.store.get_run(call.run_id)
         if run is None or not run.active:
             status = "missing" if run is None else run.status
             return ActionResult.rejected(
                 f"the run {call.run_id!r} of action {ref.action_id!r} is {status}; its "
                 "actions can no longer be resolved"
             )
-        if rt.is_cancelling(call.run_id):
+        if services.is_cancelling(call.run_id):
             return ActionResult.rejected(
                 f"the run {call.run_id!r} was cancelled; action {ref.action_id!r} can no "
                 "longer be resolved"
             )
         try:
-            stored = await _write(rt, call, outcome.record, run)
+            stored = await _write(services, call, outcome.record, run)
         except StoreConflict:  # resolved or changed meanwhile: judge it again
             continue
-        await _wake(rt, stored)
+        await _wake(services, stored)
         return outcome.result
 
 
 async def _write(
-    rt: AgentRuntime, call: StoredCall, record: CallRecord, run: RunRecord
+    services: Services, call: StoredCall, record: CallRecord, run: RunRecord
 ) -> StoredCall:
     """Write the judged call and its part; when the submission makes the call resumable
     and the run is passivated (``waiting``, no actor alive or starting), record the run
@@ -79,23 +76,23 @@ async def _write(
     Safe across a crash for the same reason the actor's own write is: a ``running`` run
     with a resumable call and no actor is activated on the next load.
     """
-    if not (run.status == "waiting" and resumable(record) and rt.passivated(run.run_id)):
-        return await write_call(rt, call, record)
-    async with rt.transaction() as tx:
+    if not (run.status == "waiting" and resumable(record) and services.passivated(run.run_id)):
+        return await write_call(services, call, record)
+    async with services.transaction() as tx:
         stored = stage_call(tx, call, record)
         tx.put_run(run.model_copy(update={"status": "running"}))
-    if rt.closing:  # its activation will not happen here: leave the run waiting, as found
+    if services.closing():  # its activation will not happen here: leave the run waiting, as found
         with trio.move_on_after(CLEANUP_SECONDS, shield=True):
-            await rt.park(run.run_id)
+            await services.park(run.run_id)
     return stored
 
 
-async def _wake(rt: AgentRuntime, call: StoredCall) -> None:
+async def _wake(services: Services, call: StoredCall) -> None:
     """Wake the call's run after an accepted submission (activating it if not alive)."""
-    live = rt.live_run(call.run_id)
+    live = services.live_run(call.run_id)
     if live is None:
-        rt.activate_soon(call)
+        services.activate_soon(call)
         return
     live.changed = True
-    rt.notify(live.thread_id)
+    services.notify(live.thread_id)
     live.wake()

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
 import trio
 
-from supervisors import Mailbox, MailboxClosed, MailboxFull, Supervisor, open_supervisor
+from supervisors import Mailbox, Supervisor, open_supervisor
 
 from .._core.actions import PendingActionRef
 from .._core.call_record import CallRecord, CallSpec, DataWritten
@@ -47,14 +47,13 @@ from .._core.calls import (
     write_data,
 )
 from .._core.errors import StoreConflict
-from .._core.ids import IdMaker
-from .._core.model import Model, ModelRequest
+from .._core.model import ModelRequest
 from .._core.parts import ToolDataItem
-from .._core.records import RunRecord, StoredCall, ThreadRecord
+from .._core.records import StoredCall
 from .._core.state import RunStatus
 from .._core.trigger import is_notification
 from .._core.updates import ToolDataUpdated
-from .._tools.agent import AgentDefinition, RuntimeScope
+from .._tools.agent import RuntimeScope
 from .._tools.capabilities import Capabilities
 from .._tools.context import (
     AbortController,
@@ -67,10 +66,10 @@ from .._tools.context import (
     ToolThread,
     tool_failure_details,
 )
-from .._tools.files import ScopedFiles
-from .._tools.registration import ClientTool, ToolRegistration
+from .._tools.registration import ToolRegistration
 from .children import ChildCalls, child_registrations
 from .history import model_messages
+from .live import LiveRun, RunMessage
 from .prepare import (
     describe_children,
     prepare_tools,
@@ -86,22 +85,12 @@ from .run_io import (
     tool_context,
     write_call,
 )
-from .subagents import AgentRunner
-
-if TYPE_CHECKING:
-    from .runtime import AgentRuntime
+from .services import Services
+from .subagents import agent_runner
 
 CLEANUP_SECONDS = 10.0
 _PARENT_RETURNED = "the parent call returned"
 _log = logging.getLogger("pai_actors")
-
-
-@dataclass(frozen=True, slots=True)
-class CallChanged:
-    """A call of the run finished, suspended, or had an action resolved."""
-
-
-RunMessage = CallChanged
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,87 +121,7 @@ def resumable(record: CallRecord, action_id: str | None = None) -> bool:
     return resume is not None and (action_id is None or resume == action_id)
 
 
-@dataclass(eq=False)
-class LiveRun:
-    """A run whose actor is alive: the runtime's in-memory handle on it.
-
-    ``status``, ``active_calls``, ``changed`` and ``busy`` are what ``wait_idle`` looks at;
-    they change only synchronously, so a reader never sees a half-made change. ``changed`` is
-    set by a submission and cleared when the run actor re-reads its calls; ``busy`` is clear
-    only while the run actor waits for a message. ``stepping`` is set while the run is in
-    a model step (from preparing the tools to storing the step's calls). ``cancelling`` is set
-    by ``cancel_run``: no action of the run is resolved any more. ``agent_id``, ``agent`` and
-    ``model`` are the thread's agent (its registry id and definition) and its model.
-    ``live_calls`` holds the tool call ids that have a live call actor. ``resumes_started``
-    holds the action ids whose accepted submission's resume began the tool's ``execute`` in
-    this activation: when the runtime closes, only those submissions are recorded cancelled;
-    the others stay stored intent, resumed when a later runtime loads the thread.
-    """
-
-    thread: ThreadRecord
-    run: RunRecord
-    agent_id: str
-    agent: AgentDefinition
-    model: Model
-    identity: Any = None
-    client_data: Any = None
-    client_tools: tuple[ClientTool, ...] = ()
-    resume_message_id: str | None = None
-    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
-    status: Literal["running", "waiting"] = "running"
-    active_calls: int = 0
-    changed: bool = False
-    busy: bool = True
-    stepping: bool = False
-    passivated: bool = False
-    waiting_message_id: str | None = None
-    cancelling: bool = False
-    live_calls: set[str] = field(default_factory=set)
-    resumes_started: set[str] = field(default_factory=set)
-    controllers: set[AbortController] = field(default_factory=set)
-    handoff: tuple[StoredCall, CallRecord] | None = None
-    cancel_reason: str | None = None
-    runtime_context: Any = None
-    context_resolved: bool = False
-    ref: Any = None  # ActorRef[RunMessage], set right after spawn
-    calls: Supervisor | None = None
-    done: trio.Event = field(default_factory=trio.Event)
-
-    @property
-    def run_id(self) -> str:
-        return self.run.run_id
-
-    @property
-    def thread_id(self) -> str:
-        return self.thread.thread_id
-
-    def files(self, rt: AgentRuntime, tool_call_id: str) -> ScopedFiles:
-        """The :class:`ScopedFiles` of a call of this run (the thread's scope, creator and
-        id); its file ids are made within the call, so concurrent calls draw their own."""
-        thread = self.thread
-        return ScopedFiles(
-            store=rt.store,
-            transaction=rt.transaction,
-            scope_key=thread.scope_key,
-            user_key=thread.user_key,
-            thread_id=thread.thread_id,
-            new_id=partial(_within, rt.new_id, thread.thread_id, tool_call_id),
-            clock=rt.now,
-            max_bytes=rt.max_file_bytes,
-        )
-
-    def wake(self) -> None:
-        try:
-            self.ref.tell_nowait(CallChanged())
-        except (MailboxClosed, MailboxFull):  # closed: the run is ending; full: it will look
-            pass
-
-
-def _within(new_id: IdMaker, thread_id: str, tool_call_id: str, prefix: str) -> str:
-    return new_id(prefix, thread_id, tool_call_id)
-
-
-async def run_actor(rt: AgentRuntime, live: LiveRun, mailbox: Mailbox[RunMessage]) -> None:
+async def run_actor(services: Services, live: LiveRun, mailbox: Mailbox[RunMessage]) -> None:
     """Drive one run until the model answers without tool calls, or it is cancelled."""
     failure: str | None = None
     try:
@@ -220,7 +129,7 @@ async def run_actor(rt: AgentRuntime, live: LiveRun, mailbox: Mailbox[RunMessage
             async with open_supervisor(name="calls") as calls:
                 live.calls = calls
                 try:
-                    await _loop(rt, live, calls, mailbox)
+                    await _loop(services, live, calls, mailbox)
                 except Exception as exc:  # the model or the tools' preparation failed
                     failure = str(exc) or repr(exc)
                     for controller in list(live.controllers):
@@ -228,14 +137,14 @@ async def run_actor(rt: AgentRuntime, live: LiveRun, mailbox: Mailbox[RunMessage
                     live.scope.cancel()  # stop its calls; they are recorded below
         if failure is not None:
             with trio.move_on_after(CLEANUP_SECONDS, shield=True):
-                await record_cancelled(rt, live.thread_id, live.run_id, "the run failed")
-                await _set_status(rt, live, "failed", error=failure)
+                await record_cancelled(services, live.thread_id, live.run_id, "the run failed")
+                await _set_status(services, live, "failed", error=failure)
         elif live.scope.cancelled_caught or live.cancelling:  # (cancelled while passivating)
             with trio.move_on_after(CLEANUP_SECONDS, shield=True):
-                await record_cancelled(rt, live.thread_id, live.run_id, live.cancel_reason)
-                await _set_status(rt, live, "cancelled")
+                await record_cancelled(services, live.thread_id, live.run_id, live.cancel_reason)
+                await _set_status(services, live, "cancelled")
     except BaseException:
-        if not rt.closing:
+        if not services.closing():
             raise
         # The runtime is closing (trio.Cancelled, perhaps inside a group from the calls'
         # supervisor). A run cancel_run is cancelling is recorded cancelled, as that call
@@ -246,16 +155,16 @@ async def run_actor(rt: AgentRuntime, live: LiveRun, mailbox: Mailbox[RunMessage
         # call is kept.
         if live.cancelling:
             with trio.move_on_after(CLEANUP_SECONDS, shield=True):
-                await record_cancelled(rt, live.thread_id, live.run_id, live.cancel_reason)
-                await _set_status(rt, live, "cancelled")
+                await record_cancelled(services, live.thread_id, live.run_id, live.cancel_reason)
+                await _set_status(services, live, "cancelled")
             raise
         parked = not live.stepping
         with trio.move_on_after(CLEANUP_SECONDS, shield=True):
             if live.handoff is not None:  # a suspension the run had yet to write: keep it
                 with contextlib.suppress(StoreConflict):  # (its commit landed after all)
-                    await _write_handoff(rt, live, live.handoff)
+                    await _write_handoff(services, live, live.handoff)
             pending = await record_cancelled(
-                rt,
+                services,
                 live.thread_id,
                 live.run_id,
                 RUNTIME_CLOSING,
@@ -263,14 +172,14 @@ async def run_actor(rt: AgentRuntime, live: LiveRun, mailbox: Mailbox[RunMessage
                 started=live.resumes_started,
             )
             # "waiting": no process runs it now; it goes on when a runtime loads the thread.
-            await _set_status(rt, live, "waiting" if pending or parked else "cancelled")
+            await _set_status(services, live, "waiting" if pending or parked else "cancelled")
         raise
     finally:
-        rt._forget(live)
+        services.run_ended(live)
 
 
 async def _loop(
-    rt: AgentRuntime, live: LiveRun, calls: Supervisor, mailbox: Mailbox[RunMessage]
+    services: Services, live: LiveRun, calls: Supervisor, mailbox: Mailbox[RunMessage]
 ) -> None:
     agent = live.agent
     thread = live.thread
@@ -279,20 +188,20 @@ async def _loop(
         live.runtime_context = await resolve_runtime_context(agent, scope)
         live.context_resolved = True
     if live.resume_message_id is not None and not await _wait_calls(
-        rt, live, calls, mailbox, live.resume_message_id
+        services, live, calls, mailbox, live.resume_message_id
     ):
         return  # passivated
     while True:
-        message_id = await _step(rt, live, calls)
+        message_id = await _step(services, live, calls)
         if message_id is None:
             return  # completed
         if not message_id:
             continue  # a notification arrived during the step: another step answers it
-        if not await _wait_calls(rt, live, calls, mailbox, message_id):
+        if not await _wait_calls(services, live, calls, mailbox, message_id):
             return  # passivated
 
 
-async def _step(rt: AgentRuntime, live: LiveRun, calls: Supervisor) -> str | None:
+async def _step(services: Services, live: LiveRun, calls: Supervisor) -> str | None:
     """One model step: its request, its response stored, its calls spawned. Returns the
     message id whose calls to wait on, ``None`` once the run completed, or ``""`` when it
     must step again. (A function of its own so that the request, the history and the
@@ -300,7 +209,7 @@ async def _step(rt: AgentRuntime, live: LiveRun, calls: Supervisor) -> str | Non
     agent = live.agent
     thread_id = live.thread_id
     live.stepping = True
-    await _set_status(rt, live, "running")
+    await _set_status(services, live, "running")
     prepared = await prepare_tools(
         agent,
         runtime_context=live.runtime_context,
@@ -308,34 +217,34 @@ async def _step(rt: AgentRuntime, live: LiveRun, calls: Supervisor) -> str | Non
         client_data=live.client_data,
         client_tools=live.client_tools,
     )
-    messages = await rt.store.list_messages(thread_id)
+    messages = await services.store.list_messages(thread_id)
     seen = {m.id for m in messages}
     history = await model_messages(messages, agent.tools)
     request = ModelRequest(agent.instructions, history, dict(prepared.tools))
-    message_id = rt.new_id("msg", thread_id)
-    stored = await read_step(rt, live, request, message_id, prepared.client_tools)
+    message_id = services.new_id("msg", thread_id)
+    stored = await read_step(services, live, request, message_id, prepared.client_tools)
     live.stepping = False
-    rt.message_index[message_id] = (live.thread_id, live.run_id)
+    services.message_index[message_id] = (live.thread_id, live.run_id)
     if not stored and live.run.status == "completed":  # stored with its final answer
-        rt.notify(live.thread_id)
+        services.notify(live.thread_id)
         return None
     if not stored:
         # A notification (ctx.trigger) that arrived during this step was not in its
         # request: the run goes on to another step rather than leave it unanswered.
-        if rt.notified(thread_id):  # only then can there be one it did not see
-            latest = await rt.store.list_messages(thread_id)
+        if services.notified(thread_id):  # only then can there be one it did not see
+            latest = await services.store.list_messages(thread_id)
             if any(is_notification(m) and m.id not in seen for m in latest):
                 return ""
-        await _set_status(rt, live, "completed")
+        await _set_status(services, live, "completed")
         return None
     for call, tool_input in stored:
         if call.record.phase == "executing":
-            _spawn_call(rt, live, calls, call, StartCall(tool_input))
+            _spawn_call(services, live, calls, call, StartCall(tool_input))
     return message_id
 
 
 async def _wait_calls(
-    rt: AgentRuntime,
+    services: Services,
     live: LiveRun,
     calls: Supervisor,
     mailbox: Mailbox[RunMessage],
@@ -356,7 +265,7 @@ async def _wait_calls(
         live.changed = False
         handoff = live.handoff  # cleared once written (a closing run writes it otherwise)
         run_calls = [
-            c for c in await rt.store.list_calls(live.thread_id) if c.run_id == live.run_id
+            c for c in await services.store.list_calls(live.thread_id) if c.run_id == live.run_id
         ]
         if handoff is not None:  # judge the run by the suspension, as it will be stored
             record = handoff[1]
@@ -370,16 +279,16 @@ async def _wait_calls(
             if call.record.tool_call_id in live.live_calls:
                 continue
             if resumable(call.record):
-                _spawn_call(rt, live, calls, call, ResumeCall())
+                _spawn_call(services, live, calls, call, ResumeCall())
             elif needs_observing(live, call.record):
-                await observe_output(rt, live, call)
+                await observe_output(services, live, call)
         if live.active_calls == 0 and not live.changed:
             step_calls = [c for c in run_calls if c.message_id == message_id]
             if all(c.record.phase == "done" for c in step_calls):
                 if handoff is not None:  # (a call of an earlier message)
-                    await _write_handoff(rt, live, handoff)
+                    await _write_handoff(services, live, handoff)
                 return True
-            await _set_status(rt, live, "waiting", handoff=handoff)
+            await _set_status(services, live, "waiting", handoff=handoff)
             if handoff is not None:
                 live.handoff = handoff = None
             if live.active_calls == 0 and not live.changed:  # still: nothing to do but wait
@@ -387,24 +296,24 @@ async def _wait_calls(
                 live.waiting_message_id = message_id
                 return False
         if handoff is not None:  # the run does not wait yet: the suspension is written alone
-            await _write_handoff(rt, live, handoff)
+            await _write_handoff(services, live, handoff)
         if live.active_calls > 0 and live.status == "waiting":  # a resume runs
-            await _set_status(rt, live, "running")
+            await _set_status(services, live, "running")
         live.busy = False
-        rt.notify(live.thread_id)
+        services.notify(live.thread_id)
         await mailbox.receive()
 
 
 async def _write_handoff(
-    rt: AgentRuntime, live: LiveRun, handoff: tuple[StoredCall, CallRecord]
+    services: Services, live: LiveRun, handoff: tuple[StoredCall, CallRecord]
 ) -> None:
     """Write a call's last record that its actor left to the run (see ``_CallDriver.run``)."""
-    await write_call(rt, *handoff)
+    await write_call(services, *handoff)
     live.handoff = None
 
 
 async def _set_status(
-    rt: AgentRuntime,
+    services: Services,
     live: LiveRun,
     status: RunStatus,
     *,
@@ -413,18 +322,18 @@ async def _set_status(
 ) -> None:
     """Record the run's ``status`` (and ``handoff``, a call's last write, with it)."""
     if live.run.status != status or live.run.error != error or handoff is not None:
-        async with rt.transaction() as tx:
+        async with services.transaction() as tx:
             if handoff is not None:
                 stage_call(tx, *handoff)
             staged = tx.put_run(live.run.model_copy(update={"status": status, "error": error}))
         live.run = staged  # only once committed: a conflict leaves the old revision
     if status in ("running", "waiting"):
         live.status = status
-    rt.notify(live.thread_id)
+    services.notify(live.thread_id)
 
 
 async def record_cancelled(
-    rt: AgentRuntime,
+    services: Services,
     thread_id: str,
     run_id: str,
     reason: str | None,
@@ -445,12 +354,12 @@ async def record_cancelled(
     again.
     """
     while True:
-        run = await rt.store.get_run(run_id) if end_run else None
+        run = await services.store.get_run(run_id) if end_run else None
         if end_run and (run is None or not run.active):
             return False
         kept = False
         cancelled: list[tuple[StoredCall, CallRecord]] = []
-        for call in await rt.store.list_calls(thread_id):
+        for call in await services.store.list_calls(thread_id):
             record = call.record
             if call.run_id != run_id or record.phase == "done":
                 continue
@@ -464,9 +373,9 @@ async def record_cancelled(
                 if record.phase == "executing" and record.entry_started:  # never began
                     cancelled.append((call, unstart_entry(record)))
                 continue
-            cancelled.append((call, cancel_call(record, reason, at=rt.now()).record))
+            cancelled.append((call, cancel_call(record, reason, at=services.now()).record))
         try:
-            async with rt.transaction() as tx:
+            async with services.transaction() as tx:
                 for call, record in cancelled:
                     stage_call(tx, call, record)
                 if run is not None:
@@ -491,7 +400,7 @@ def action_ref(call: StoredCall, action_id: str, suspend_name: str | None) -> Pe
 
 
 def _spawn_call(
-    rt: AgentRuntime,
+    services: Services,
     live: LiveRun,
     calls: Supervisor,
     call: StoredCall,
@@ -506,12 +415,12 @@ def _spawn_call(
     controller = AbortController()
 
     async def tool_call(mailbox: Mailbox[CallMessage]) -> None:
-        driver = _CallDriver(rt, live, call, controller)
+        driver = _CallDriver(services, live, call, controller)
         try:
             await driver.run(await mailbox.receive())
         except Exception as exc:  # a bug or a store failure: never leave the call unrecorded
             _log.exception("the actor of call %r failed", tool_call_id)
-            await _record_crash(rt, driver, exc)
+            await _record_crash(services, driver, exc)
         finally:
             live.controllers.discard(controller)
             live.live_calls.discard(tool_call_id)
@@ -531,17 +440,17 @@ def _spawn_call(
         raise
 
 
-async def _record_crash(rt: AgentRuntime, driver: _CallDriver, exc: Exception) -> None:
+async def _record_crash(services: Services, driver: _CallDriver, exc: Exception) -> None:
     """End a call whose actor failed unexpectedly in ``output-error`` (if it is unfinished)."""
     with trio.move_on_after(CLEANUP_SECONDS, shield=True):
         try:
-            call = await rt.store.get_call(driver.call.thread_id, driver.call.tool_call_id)
+            call = await services.store.get_call(driver.call.thread_id, driver.call.tool_call_id)
             if call is None:
                 return
             text = f"the tool call failed inside the runtime: {exc!r}"
-            step = abandon_call(call.record, text, at=rt.now())
+            step = abandon_call(call.record, text, at=services.now())
             if step.record != call.record:
-                await write_call(rt, call, step.record)
+                await write_call(services, call, step.record)
         except Exception:  # the store fails too: the run's cancel or close records it
             _log.exception("recording the failure of call %r failed", driver.record.tool_call_id)
 
@@ -550,9 +459,9 @@ class _CallDriver:
     """One activation of a call: from its entry to its next suspension or its end."""
 
     def __init__(
-        self, rt: AgentRuntime, live: LiveRun, call: StoredCall, controller: AbortController
+        self, services: Services, live: LiveRun, call: StoredCall, controller: AbortController
     ) -> None:
-        self.rt = rt
+        self.services = services
         self.live = live
         self.call = call
         self.controller = controller
@@ -562,16 +471,16 @@ class _CallDriver:
         return self.call.record
 
     async def write(self, record: CallRecord) -> None:
-        self.call = await write_call(self.rt, self.call, record)
+        self.call = await write_call(self.services, self.call, record)
 
     async def run(self, message: CallMessage) -> None:
-        rt = self.rt
+        services = self.services
         if isinstance(message, ResumeCall):  # only of a submission still waiting for it
-            current = await rt.store.get_call(self.call.thread_id, self.record.tool_call_id)
+            current = await services.store.get_call(self.call.thread_id, self.record.tool_call_id)
             if current is None or not resumable(current.record):
                 return
             self.call = current
-        spec = rt.spec_for(self.call, self.live.agent)
+        spec = services.spec_for(self.call, self.live.agent)
         if spec is None:  # no longer registered (loading refuses such threads; a safety net)
             offered = list(self.live.agent.tools)
             await self.write(not_offered(self.record, offered).record)
@@ -595,7 +504,7 @@ class _CallDriver:
                 parsed = self._parsed_input(spec)
                 step = await self._execute(entry, spec, parsed, thread, started)
         except Exception as exc:
-            step = finish_exception(self.record, await rt.error_text(exc, thread))
+            step = finish_exception(self.record, await services.error_text(exc, thread))
         live = self.live
         if step.record.phase == "suspended" and live.active_calls == 1 and live.handoff is None:
             # The run's last live call stops at a suspension, so the run is about to wait:
@@ -605,7 +514,7 @@ class _CallDriver:
             live.changed = True  # look again before waiting or passivating
             return
         await self.write(step.record)
-        self.call = await observe_output(rt, self.live, self.call)
+        self.call = await observe_output(services, self.live, self.call)
 
     def _parsed_input(self, spec: CallSpec) -> Any:
         """The stored input as the tool's input schema parses it (for a re-entry)."""
@@ -633,11 +542,11 @@ class _CallDriver:
     ) -> Step:
         """Run ``execute`` from ``entry``; ``started``: the accepted action it goes on from
         (recorded as started right before ``execute``, with no checkpoint in between)."""
-        rt = self.rt
+        services = self.services
         registration = self.live.agent.tools.get(self.record.name)
         assert registration is not None
         assert registration.tool.execute is not None
-        context = await tool_context(rt, self.live, registration)
+        context = await tool_context(services, self.live, registration)
         ctx = ToolContext(
             input=tool_input,
             context=context,
@@ -648,9 +557,9 @@ class _CallDriver:
             data=ToolDataWriter(self._write_data, self._list_data),
             suspend_history=[episode_view(e).to_wire() for e in self.record.episodes],
             capabilities=Capabilities(),
-            files=self.live.files(rt, thread.tool_call_id),
-            agents=AgentRunner(rt, self.live, thread, self.controller.signal),
-            _trigger=partial(rt.trigger, self.live.thread_id),
+            files=self.services.files(self.live, thread.tool_call_id),
+            agents=agent_runner(services, self.live, thread, self.controller.signal),
+            _trigger=partial(services.trigger, self.live.thread_id),
         )
         if registration.tool.tools:
             return await self._execute_with_children(registration, ctx, spec, started)
@@ -660,7 +569,7 @@ class _CallDriver:
         try:
             result = await self._call_execute(registration, ctx)
         except Exception as exc:
-            return finish_exception(self.record, await rt.error_text(exc, thread))
+            return finish_exception(self.record, await services.error_text(exc, thread))
         return self._outcome(result, spec)
 
     async def _call_execute(self, registration: ToolRegistration, ctx: ToolContext) -> Any:
@@ -671,9 +580,11 @@ class _CallDriver:
         assert execute is not None
         declared = registration.tool.capabilities
         if not declared:
-            return await self.rt.blocking.call(execute, ctx)
-        async with self.rt.acquire(declared, self.live, ctx.thread) as capabilities:
-            return await self.rt.blocking.call(execute, replace(ctx, capabilities=capabilities))
+            return await self.services.blocking.call(execute, ctx)
+        async with self.services.acquire(declared, self.live, ctx.thread) as capabilities:
+            return await self.services.blocking.call(
+                execute, replace(ctx, capabilities=capabilities)
+            )
 
     async def _execute_with_children(
         self,
@@ -707,7 +618,7 @@ class _CallDriver:
         )
         async with open_supervisor(name="children") as supervisor:
             calls = ChildCalls(
-                self.rt,
+                self.services,
                 live,
                 ctx.thread,
                 parent_context=ctx.context,
@@ -716,7 +627,7 @@ class _CallDriver:
                 infos=infos,
                 supervisor=supervisor,
                 parent_signal=ctx.signal,
-                acquire=lambda child, thread: self.rt.acquire(
+                acquire=lambda child, thread: self.services.acquire(
                     child.tool.capabilities, live, thread
                 ),
             )
@@ -733,12 +644,12 @@ class _CallDriver:
         if calls.fatal is not None:  # a child's lifecycle hook failed: fatal to the parent
             result = calls.fatal
         if isinstance(result, Exception):
-            return finish_exception(self.record, await self.rt.error_text(result, ctx.thread))
+            return finish_exception(self.record, await self.services.error_text(result, ctx.thread))
         return self._outcome(result, spec)
 
     def _outcome(self, result: Any, spec: CallSpec) -> Step:
         """The step for what ``execute`` returned: a suspension, a failure or an output."""
-        rt = self.rt
+        services = self.services
         if isinstance(result, ToolSuspendResult):
             return suspend(
                 self.record,
@@ -748,14 +659,14 @@ class _CallDriver:
                 # Derived from the call, not drawn from new_id: unique in the thread and the
                 # same on every run of a test, whatever order trio runs concurrent calls in.
                 action_id=f"{self.record.tool_call_id}.{len(self.record.episodes) + 1}",
-                at=rt.now(),
+                at=services.now(),
             )
         if isinstance(result, ToolFailResult):
             return finish_failure(self.record, tool_failure_details(result)["message"])
         return finish_output(self.record, spec, result)
 
     def _new_data_id(self) -> str:
-        return self.rt.new_id("data", self.call.thread_id, self.record.tool_call_id)
+        return self.services.new_id("data", self.call.thread_id, self.record.tool_call_id)
 
     async def _write_data(
         self, name: str, value: object, item_id: str | None, transient: bool
@@ -775,8 +686,8 @@ class _CallDriver:
             name,
             dumped,
             item_id=item_id
-            or self.rt.new_id("data", self.call.thread_id, self.record.tool_call_id),
-            at=self.rt.now(),
+            or self.services.new_id("data", self.call.thread_id, self.record.tool_call_id),
+            at=self.services.now(),
             transient=transient,
         )
         if not transient:
@@ -784,7 +695,7 @@ class _CallDriver:
             return
         for effect in step.effects:
             if isinstance(effect, DataWritten):
-                self.rt.publish(
+                self.services.publish(
                     ToolDataUpdated(
                         thread_id=self.call.thread_id,
                         tool_call_id=self.record.tool_call_id,
@@ -798,6 +709,6 @@ class _CallDriver:
                 )
 
     async def _list_data(self, name: str) -> list[ToolDataItem]:
-        return await self.rt.store.list_tool_data(
+        return await self.services.store.list_tool_data(
             self.call.thread_id, self.record.tool_call_id, name
         )

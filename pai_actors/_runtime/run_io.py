@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import trio
 
@@ -23,6 +23,7 @@ from .._core.calls import (
     request_approval,
     to_part,
 )
+from .._core.client_tool import ClientTool
 from .._core.errors import ModelProtocolError, StoreConflict
 from .._core.model import (
     ModelAssistantMessage,
@@ -37,12 +38,10 @@ from .._core.records import StoredCall
 from .._core.step import StepAccumulator
 from .._store.base import Transaction
 from .._tools.agent import RuntimeScope
-from .._tools.registration import ClientTool, ToolRegistration, call_callback
+from .._tools.registration import ToolRegistration, call_callback
+from .live import LiveRun
 from .prepare import resolve_runtime_context
-
-if TYPE_CHECKING:
-    from .run import LiveRun
-    from .runtime import AgentRuntime
+from .services import Services
 
 _log = logging.getLogger("pai_actors")
 
@@ -50,9 +49,9 @@ RUNTIME_CLOSING = "the runtime is closing"
 """The reason a closing runtime gives the calls it cancels (their signals and records)."""
 
 
-async def write_call(rt: AgentRuntime, call: StoredCall, record: CallRecord) -> StoredCall:
+async def write_call(services: Services, call: StoredCall, record: CallRecord) -> StoredCall:
     """Write ``record`` and its tool part in one transaction; return the stored call."""
-    async with rt.transaction() as tx:
+    async with services.transaction() as tx:
         stored = stage_call(tx, call, record)
     return stored
 
@@ -64,7 +63,7 @@ def stage_call(tx: Transaction, call: StoredCall, record: CallRecord) -> StoredC
     return stored
 
 
-async def tool_context(rt: AgentRuntime, live: LiveRun, registration: ToolRegistration) -> Any:
+async def tool_context(services: Services, live: LiveRun, registration: ToolRegistration) -> Any:
     """The context a registered tool receives in ``live``: ``map_context`` of the run's."""
     if not live.context_resolved:  # a run activated by a submission, before its loop began
         thread = live.thread
@@ -90,7 +89,7 @@ def needs_observing(live: LiveRun, record: CallRecord) -> bool:
     return registration is not None and registration.on_output is not None
 
 
-async def observe_output(rt: AgentRuntime, live: LiveRun, call: StoredCall) -> StoredCall:
+async def observe_output(services: Services, live: LiveRun, call: StoredCall) -> StoredCall:
     """Call the registration's ``on_output`` for a call that settled with an output, then
     record that it was observed; return the call as stored.
 
@@ -113,17 +112,17 @@ async def observe_output(rt: AgentRuntime, live: LiveRun, call: StoredCall) -> S
             input=record.input,
             tool_call_id=record.tool_call_id,
             tool_name=record.name,
-            context=await tool_context(rt, live, registration),
+            context=await tool_context(services, live, registration),
             identity=live.identity,
             client_data=live.client_data,
         )
     except Exception:
         _log.exception("on_output of tool %r (call %r) raised", record.name, record.tool_call_id)
-    return await write_call(rt, call, replace(record, observed=True))
+    return await write_call(services, call, replace(record, observed=True))
 
 
 async def read_step(
-    rt: AgentRuntime,
+    services: Services,
     live: LiveRun,
     request: ModelRequest,
     message_id: str,
@@ -171,7 +170,7 @@ async def read_step(
                         message_id=message_id,
                         record=record,
                     )
-                    async with rt.transaction() as tx:
+                    async with services.transaction() as tx:
                         if not appended:
                             tx.append_message(
                                 live.thread_id,
@@ -181,13 +180,13 @@ async def read_step(
                         tx.put_tool_part(live.thread_id, message_id, to_part(record))
                     streamed[event.tool_call_id] = staged  # only once committed
                     appended = True
-                    rt.notify(live.thread_id)
+                    services.notify(live.thread_id)
                 elif isinstance(event, ToolInputDelta):
                     call = streamed[event.tool_call_id]
                     streamed[event.tool_call_id] = await write_call(
-                        rt, call, input_delta(call.record, event.delta)
+                        services, call, input_delta(call.record, event.delta)
                     )
-                    rt.notify(live.thread_id)
+                    services.notify(live.thread_id)
         finally:
             aclose = getattr(events, "aclose", None)
             if aclose is not None:
@@ -196,18 +195,18 @@ async def read_step(
     except BaseException:
         # A cancellation of the run (cancel_run, or the runtime closing) cancels the calls
         # still streaming, with its reason; any other end of the stream breaks them.
-        cancelled = live.cancelling or rt.closing
+        cancelled = live.cancelling or services.closing()
         reason = live.cancel_reason if live.cancelling else RUNTIME_CLOSING
         with trio.CancelScope(shield=True):
             for call in streamed.values():
                 if call.record.phase == "streaming":
                     record = (
-                        cancel_call(call.record, reason, at=rt.now()).record
+                        cancel_call(call.record, reason, at=services.now()).record
                         if cancelled
                         else _broken_stream(call.record)
                     )
                     try:
-                        await write_call(rt, call, record)
+                        await write_call(services, call, record)
                     except StoreConflict:  # already recorded (e.g. cancelled) meanwhile
                         pass
         raise
@@ -225,18 +224,18 @@ async def read_step(
         inputs.append(event.input)
     started: list[tuple[CallRecord, Any]] = []
     for record, raw_input in zip(records, inputs, strict=True):
-        started.append(await _complete(rt, live, request, client_tools, record, raw_input))
+        started.append(await _complete(services, live, request, client_tools, record, raw_input))
     text = [TextPart(text=step.text)] if step.text else []
     message = Message(
         id=message_id, role="assistant", parts=(*text, *(to_part(r) for r, _ in started))
     )
     completed = None
-    async with rt.transaction() as tx:
+    async with services.transaction() as tx:
         if appended:
             tx.replace_message(live.thread_id, message)
         else:
             tx.append_message(live.thread_id, message)
-        if not started and not rt.notified(live.thread_id):
+        if not started and not services.notified(live.thread_id):
             # A final answer, and no notification arrived to answer next: the run is
             # completed in the same commit (recovery would settle it so anyway; see
             # ``AgentRuntime._load``), one commit fewer per run.
@@ -270,7 +269,7 @@ class StartedCall(NamedTuple):
 
 
 async def _complete(
-    rt: AgentRuntime,
+    services: Services,
     live: LiveRun,
     request: ModelRequest,
     client_tools: Mapping[str, ClientTool],
@@ -281,7 +280,7 @@ async def _complete(
     for the user's approval (``needs_approval``), or executing (with its parsed input)."""
     if record.dynamic:
         client_tool = client_tools[record.name]
-        rt.client_tools[live.thread_id, record.tool_call_id] = client_tool
+        services.client_tools[live.thread_id, record.tool_call_id] = client_tool
         spec = CallSpec.external(client_tool.schema)
     else:
         registration = live.agent.tools.get(record.name)
@@ -292,23 +291,27 @@ async def _complete(
         step = input_available(record, spec, raw_input)
     except Exception as exc:  # a validator raising something pydantic does not wrap
         text = f"validating the tool's input failed: {exc!r}"
-        return abandon_call(record, text, at=rt.now()).record, None
+        return abandon_call(record, text, at=services.now()).record, None
     execute = next((e for e in step.effects if isinstance(e, Execute)), None)
     if execute is None:
         return step.record, None
     if not record.dynamic:
         try:
-            needed = await needs_approval(rt, live, live.agent.tools[record.name], step.record)
+            needed = await needs_approval(
+                services, live, live.agent.tools[record.name], step.record
+            )
         except Exception as exc:  # the policy callback failed: the call cannot start
             return finish_exception(step.record, f"needs_approval failed: {exc}").record, None
         if needed:
             approval_id = f"{record.tool_call_id}.approval"
-            return request_approval(step.record, approval_id=approval_id, at=rt.now()).record, None
+            return request_approval(
+                step.record, approval_id=approval_id, at=services.now()
+            ).record, None
     return step.record, execute.input
 
 
 async def needs_approval(
-    rt: AgentRuntime, live: LiveRun, registration: ToolRegistration, record: CallRecord
+    services: Services, live: LiveRun, registration: ToolRegistration, record: CallRecord
 ) -> bool:
     """The registration's approval policy for this call: ``needs_approval`` as a bool, or
     its callback's answer, called with keyword arguments ``input`` (the call's JSON input),
@@ -320,7 +323,7 @@ async def needs_approval(
         policy,
         input=record.input,
         tool_call_id=record.tool_call_id,
-        context=await tool_context(rt, live, registration),
+        context=await tool_context(services, live, registration),
         identity=live.identity,
         client_data=live.client_data,
     )

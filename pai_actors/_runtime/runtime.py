@@ -40,9 +40,10 @@ import trio
 from supervisors import Supervisor, open_supervisor
 
 from .._core.actions import ActionResult, PendingActionRef
-from .._core.call_record import CallRecord, CallSpec
+from .._core.call_record import CallRecord
 from .._core.calls import cancel_action, fail_action, interrupt_call, submit
-from .._core.capability import Capability
+from .._core.client_tool import ClientTool
+from .._core.clock import Clock
 from .._core.errors import (
     AgentNotFound,
     FileNotFound,
@@ -57,18 +58,17 @@ from .._core.ids import IdMaker
 from .._core.json import to_json_value
 from .._core.model import Model
 from .._core.parts import Message, TextPart, ToolPart
+from .._core.pending import PendingActionView
 from .._core.records import ClientToolRecord, RunRecord, StoredCall, StoredFileBody, ThreadRecord
 from .._core.state import RunState, RunStatus, ThreadState
 from .._core.trigger import is_notification, notification_message
+from .._core.updates import ThreadUpdate
 from .._store.base import Store, Transaction
 from .._tools.agent import AgentDefinition
 from .._tools.blocking import BlockingTools, BlockingToolStatistics
-from .._tools.capabilities import Binding, Capabilities, acquire_capabilities
-from .._tools.context import ToolThread
+from .._tools.capabilities import Binding
 from .._tools.files import DEFAULT_MAX_FILE_BYTES
-from .._tools.pending import PendingActionView, resume_schema_of
-from .._tools.registration import ClientTool, call_callback
-from .clock import Clock
+from .live import LiveRun
 from .loading import (
     INDEX_CAPACITY,
     BoundedIndex,
@@ -76,22 +76,14 @@ from .loading import (
     check_migration,
     index_calls,
     pending_action_for,
+    resume_schema_of,
 )
 from .prepare import check_client_tools
 from .resolution import resolve
-from .run import CLEANUP_SECONDS, LiveRun, record_cancelled, resumable, run_actor
+from .run import CLEANUP_SECONDS, record_cancelled, resumable, run_actor
 from .run_io import RUNTIME_CLOSING, stage_call
-from .watch import (
-    DEFAULT_WATCH_CAPACITY,
-    PublishingTransaction,
-    ThreadUpdate,
-    ThreadWatch,
-    WatchHub,
-)
-
-MapError = Callable[[Exception, ToolThread], Any]
-"""``map_error(exc, call) -> str`` (sync or async): the ``errorText`` for an exception
-``execute`` raised."""
+from .services import MapError, Services
+from .watch import DEFAULT_WATCH_CAPACITY, PublishingTransaction, ThreadWatch, WatchHub
 
 _RUN_MAILBOX = 1024
 _log = logging.getLogger("pai_actors")
@@ -139,23 +131,23 @@ class AgentRuntime:
         blocking: BlockingTools | None = None,
         max_active_runs: int | None = DEFAULT_MAX_ACTIVE_RUNS,
     ) -> None:
-        self.agents = agents
-        self.max_active_runs = check_max_active_runs(max_active_runs)
+        self._agents = agents
+        self._max_active_runs = check_max_active_runs(max_active_runs)
         # where plain def executes run (a worker thread or inline) and their limiter
-        self.blocking = blocking if blocking is not None else BlockingTools()
-        self.bindings: Mapping[str, Binding] = dict(bindings or {})
-        self.max_file_bytes = max_file_bytes
-        self.on_close: list[Callable[[], object]] = []  # run once the runtime has closed
-        self.default_agent_id = next(iter(agents))
-        self.models = models
-        self.store = store
-        self.new_id = new_id
-        self.now = clock
+        self._blocking = blocking if blocking is not None else BlockingTools()
+        self._bindings: Mapping[str, Binding] = dict(bindings or {})
+        self._max_file_bytes = max_file_bytes
+        self._on_close: list[Callable[[], object]] = []  # run once the runtime has closed
+        self._default_agent_id = next(iter(agents))
+        self._models = models
+        self._store = store
+        self._new_id = new_id
+        self._now = clock
         # thread_id -> agent_id of recently loaded threads (for get_pending_action)
         self._thread_agents: BoundedIndex[str, str] = BoundedIndex(INDEX_CAPACITY)
         # (thread, call id) -> the client tool a dynamic call was made to (its input schema)
-        self.client_tools: BoundedIndex[tuple[str, str], ClientTool] = BoundedIndex(INDEX_CAPACITY)
-        self.message_index: MessageIndex = BoundedIndex(INDEX_CAPACITY)
+        self._client_tools: BoundedIndex[tuple[str, str], ClientTool] = BoundedIndex(INDEX_CAPACITY)
+        self._message_index: MessageIndex = BoundedIndex(INDEX_CAPACITY)
         self._loaded: BoundedIndex[str, bool] = BoundedIndex(INDEX_CAPACITY)  # settled threads
         self._thread_records: BoundedIndex[str, ThreadRecord] = BoundedIndex(INDEX_CAPACITY)
         self._map_error = map_error
@@ -174,8 +166,55 @@ class AgentRuntime:
         self._cancelling: set[str] = set()  # runs cancel_run cancels while not alive
         self._continuations: set[str] = set()  # threads with a notification to answer
         self._continuing: set[str] = set()  # threads a continuation task is starting
-        self.closing = False
+        self._closing = False
         self._hub = WatchHub()
+        self._services = Services(
+            store=store,
+            transaction=self._transaction,
+            publish=self._publish,
+            new_id=new_id,
+            now=clock,
+            blocking=self._blocking,
+            agents=agents,
+            models=models,
+            bindings=self._bindings,
+            max_file_bytes=max_file_bytes,
+            map_error=map_error,
+            client_tools=self._client_tools,
+            message_index=self._message_index,
+            closing=lambda: self._closing,
+            notify=self._notify,
+            notified=self._notified,
+            passivated=self._passivated,
+            is_cancelling=self._is_cancelling,
+            live_run=self._live_of,
+            activate_soon=self._activate_soon,
+            park=self._park,
+            run_ended=self._forget,
+            thread=self._thread,
+            agent_of=self.agent_of,
+            trigger=self.trigger,
+        )
+
+    @property
+    def store(self) -> Store:
+        """The store this runtime runs on."""
+        return self._store
+
+    def message_location(self, message_id: str) -> tuple[str, str] | None:
+        """The thread and run of the message ``message_id``, when this runtime made it or
+        loaded its thread recently (a bounded index), else ``None``."""
+        return self._message_index.get(message_id)
+
+    def thread_agent(self, thread_id: str) -> AgentDefinition | None:
+        """The agent of the thread ``thread_id``, when this runtime loaded it recently (a
+        bounded index), else ``None``."""
+        return self._known_agent(thread_id)
+
+    def close_with(self, callback: Callable[[], object]) -> None:
+        """Call ``callback()`` once the runtime has closed (its runs recorded, its watches
+        ended): for what its owner made for it, such as a store or a temporary directory."""
+        self._on_close.append(callback)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -196,7 +235,7 @@ class AgentRuntime:
         assert self._stack is not None
         assert self._root is not None
         assert self._nursery is not None
-        self.closing = True
+        self._closing = True
         unstarted = dict(self._activating)  # their activations are cancelled just below
         self._nursery.cancel_scope.cancel()
         for live in list(self._runs.values()):
@@ -212,28 +251,28 @@ class AgentRuntime:
             for run_id in list(self._queued):  # never to start here: wait_idle stops waiting
                 self._unqueue(run_id)
             self._hub.close()
-            for close in self.on_close:
+            for close in self._on_close:
                 close()
 
     # -- internals used by the actors -------------------------------------------------------
 
     def _check_open(self) -> None:
         """Raise :class:`RuntimeClosed` once the runtime began to close (before any write)."""
-        if self.closing:
+        if self._closing:
             raise RuntimeClosed(
                 "this runtime is closed (its `async with` block has exited); open a new "
                 "runtime on the store to go on"
             )
 
-    def transaction(self) -> Transaction:
+    def _transaction(self) -> Transaction:
         """A store transaction whose writes reach the watchers once it committed."""
-        return PublishingTransaction(self.store, self._hub)
+        return PublishingTransaction(self._store, self._hub)
 
-    def publish(self, update: ThreadUpdate) -> None:
+    def _publish(self, update: ThreadUpdate) -> None:
         """Send ``update`` (transient tool data) to the watchers connected now."""
         self._hub.publish((update,))
 
-    def notify(self, thread_id: str) -> None:
+    def _notify(self, thread_id: str) -> None:
         """Wake the ``wait_idle`` calls of ``thread_id`` if it is idle now.
 
         Call it after every change that can make a thread idle, once the change is complete
@@ -263,97 +302,50 @@ class AgentRuntime:
         self._admit()
         live.done.set()
         if live.passivated and live.changed:  # a submission arrived while it passivated
-            self.activate_run_soon(live.thread_id, live.run_id, live.waiting_message_id)
+            self._activate_run_soon(live.thread_id, live.run_id, live.waiting_message_id)
         if live.thread_id in self._continuations:  # a notification came during the run
             self._continue_soon(live.thread_id)
-        self.notify(live.thread_id)
+        self._notify(live.thread_id)
 
-    def spec_for(self, call: StoredCall, agent: AgentDefinition) -> CallSpec | None:
-        record = call.record
-        if record.dynamic:
-            client_tool = self.client_tools.get((call.thread_id, record.tool_call_id))
-            return CallSpec.external(None if client_tool is None else client_tool.schema)
-        registration = agent.tools.get(record.name)
-        return None if registration is None else CallSpec.for_tool(registration.tool)
-
-    def acquire(
-        self, declared: Mapping[str, Capability], live: LiveRun, call: ToolThread
-    ) -> AbstractAsyncContextManager[Capabilities]:
-        """Acquire the facades ``declared`` for ``call`` (see ``_acquire``)."""
-        return acquire_capabilities(
-            declared,
-            self.bindings,
-            scope_key=live.thread.scope_key,
-            thread_id=call.thread_id,
-            run_id=call.run_id,
-            tool_call_id=call.tool_call_id,
-            tool_name=call.tool_name,
-        )
-
-    def live_run(self, run_id: str) -> LiveRun | None:
+    def _live_of(self, run_id: str) -> LiveRun | None:
         """The run's in-memory handle, while its actor is alive."""
         return self._runs.get(run_id)
 
-    def passivated(self, run_id: str) -> bool:
+    def _passivated(self, run_id: str) -> bool:
         """Whether no actor runs ``run_id``, none is starting and no cancellation is at it."""
         return not (
             run_id in self._runs or run_id in self._activating or run_id in self._cancelling
         )
 
-    def is_cancelling(self, run_id: str) -> bool:
+    def _is_cancelling(self, run_id: str) -> bool:
         """Whether ``cancel_run`` is cancelling the run (alive or not)."""
         live = self._runs.get(run_id)
         return run_id in self._cancelling or (live is not None and live.cancelling)
 
     def agent_of(self, thread: ThreadRecord) -> AgentDefinition:
         """The agent that runs ``thread`` (checked to be hosted by :meth:`thread`)."""
-        return self.agents[self.default_agent_id if thread.agent_id is None else thread.agent_id]
+        return self._agents[self._default_agent_id if thread.agent_id is None else thread.agent_id]
 
-    def known_agent(self, thread_id: str) -> AgentDefinition | None:
+    def _known_agent(self, thread_id: str) -> AgentDefinition | None:
         """The agent of a thread this runtime loaded recently, else ``None``."""
         agent_id = self._thread_agents.get(thread_id)
-        return None if agent_id is None else self.agents[agent_id]
+        return None if agent_id is None else self._agents[agent_id]
 
-    def _live_run(
+    def _new_live(
         self, thread: ThreadRecord, run: RunRecord, client_tools: tuple[ClientTool, ...]
     ) -> LiveRun:
-        agent_id = self.default_agent_id if thread.agent_id is None else thread.agent_id
+        agent_id = self._default_agent_id if thread.agent_id is None else thread.agent_id
         return LiveRun(
             status="waiting" if run.status == "waiting" else "running",
             thread=thread,
             run=run,
             agent_id=agent_id,
-            agent=self.agents[agent_id],
-            model=self.models[agent_id],
+            agent=self._agents[agent_id],
+            model=self._models[agent_id],
             identity=run.identity,
             client_data=run.client_data,
             client_tools=client_tools,
         )
-
-    async def mapped_error_text(self, exc: Exception, call: ToolThread) -> str | None:
-        """``map_error``'s text for ``exc`` (sync or async), or ``None`` when there is no
-        ``map_error``, it raised, or it returned something other than a ``str``."""
-        if self._map_error is None:
-            return None
-        try:
-            text = await call_callback(self._map_error, exc, call)
-        except Exception:  # a failing map_error must not hide the tool's error
-            _log.exception("map_error raised for call %r", call.tool_call_id)
-            return None
-        if isinstance(text, str):
-            return text
-        _log.error(
-            "map_error returned %r for call %r, not a str; using the default text",
-            text,
-            call.tool_call_id,
-        )
-        return None
-
-    async def error_text(self, exc: Exception, call: ToolThread) -> str:
-        """The ``errorText`` of ``exc``: ``map_error``'s (sync or async) when it returns a
-        string, else the exception's message (or its type's name)."""
-        text = await self.mapped_error_text(exc, call)
-        return text if text is not None else (str(exc) or type(exc).__name__)
 
     def _start(self, live: LiveRun) -> None:
         assert self._root is not None, "use the runtime inside `async with`"
@@ -361,7 +353,7 @@ class AgentRuntime:
         self._threads[live.thread_id] = live
 
         async def run(mailbox: Any) -> None:
-            await run_actor(self, live, mailbox)
+            await run_actor(self._services, live, mailbox)
 
         live.ref = self._root.spawn(
             run, name=f"run-{live.run_id}", restart="temporary", capacity=_RUN_MAILBOX
@@ -375,9 +367,9 @@ class AgentRuntime:
         """Start a new run's actor, or, with ``max_active_runs`` active, queue the run: it is
         stored, and activated from the store once a slot is free (``wait_idle`` waits)."""
         if self._slot_free():
-            self._start(self._live_run(thread, run, client_tools))
+            self._start(self._new_live(thread, run, client_tools))
         else:
-            self.activate_run_soon(run.thread_id, run.run_id, None)
+            self._activate_run_soon(run.thread_id, run.run_id, None)
 
     async def create_thread(
         self,
@@ -411,23 +403,23 @@ class AgentRuntime:
                 "without leading or trailing whitespace"
             )
         if agent_id is None:
-            agent_id = self.default_agent_id
-        elif agent_id not in self.agents:
-            known = ", ".join(map(repr, self.agents))
+            agent_id = self._default_agent_id
+        elif agent_id not in self._agents:
+            known = ", ".join(map(repr, self._agents))
             raise AgentNotFound(
                 f"create_thread(agent_id={agent_id!r}): this runtime has no such agent; use "
                 f"one of {known}",
                 agent_id=agent_id,
             )
         thread = ThreadRecord(
-            thread_id=self.new_id("thread") if thread_id is None else thread_id,
+            thread_id=self._new_id("thread") if thread_id is None else thread_id,
             scope_key=scope_key,
             user_key=user_key,
             agent_id=agent_id,
-            created_at=self.now(),
+            created_at=self._now(),
         )
         try:
-            async with self.transaction() as tx:
+            async with self._transaction() as tx:
                 tx.create_thread(thread)
         except StoreConflict as exc:
             if thread_id is None:  # a new id is unique: this is the store's trouble
@@ -443,23 +435,23 @@ class AgentRuntime:
         self._loaded[thread.thread_id] = True
         return thread.thread_id
 
-    def notified(self, thread_id: str) -> bool:
+    def _notified(self, thread_id: str) -> bool:
         """Whether a notification for the thread is waiting to be answered (``trigger``)."""
         return thread_id in self._continuations
 
-    async def thread(self, thread_id: str) -> ThreadRecord:
+    async def _thread(self, thread_id: str) -> ThreadRecord:
         """The stored thread, once its agent is known to be registered here (remembered for
         :meth:`agent_of`). Thread records never change, so recent ones are kept in memory."""
         thread = self._thread_records.get(thread_id)
         if thread is None:
-            thread = await self.store.get_thread(thread_id)
+            thread = await self._store.get_thread(thread_id)
         else:
             await trio.lowlevel.checkpoint()  # a checkpoint either way, like a store read
         if thread is None:
             raise ThreadNotFound(f"no thread {thread_id!r}; create it with create_thread()")
-        agent_id = self.default_agent_id if thread.agent_id is None else thread.agent_id
-        if agent_id not in self.agents:
-            known = ", ".join(map(repr, self.agents))
+        agent_id = self._default_agent_id if thread.agent_id is None else thread.agent_id
+        if agent_id not in self._agents:
+            known = ", ".join(map(repr, self._agents))
             raise AgentNotFound(
                 f"thread {thread_id!r} is run by the agent {agent_id!r}, which this runtime "
                 f"does not host (it hosts {known}); register that agent under the id "
@@ -473,40 +465,40 @@ class AgentRuntime:
     async def get_thread(self, thread_id: str) -> ThreadRecord:
         """The thread's record: its ``scope_key``, ``user_key`` and agent
         (:class:`ThreadNotFound`; :class:`AgentNotFound` if its agent is not hosted here)."""
-        return await self.thread(thread_id)
+        return await self._thread(thread_id)
 
     async def thread_scope(self, thread_id: str) -> str | None:
         """The ``scope_key`` of the stored thread ``thread_id``, or ``None`` when there is no
         such thread (whichever agent runs it: a server checks a client's scope with it)."""
-        thread = await self.store.get_thread(thread_id)
+        thread = await self._store.get_thread(thread_id)
         return None if thread is None else thread.scope_key
 
     async def run_thread(self, run_id: str) -> str | None:
         """The id of the thread the run ``run_id`` belongs to, or ``None`` when there is no
         such run."""
-        run = await self.store.get_run(run_id)
+        run = await self._store.get_run(run_id)
         return None if run is None else run.thread_id
 
     async def message_runs(self, thread_id: str) -> dict[str, str]:
         """Which run made each message of the thread that holds tool calls: message id to
         run id (a message without tool calls is not there)."""
-        return {call.message_id: call.run_id for call in await self.store.list_calls(thread_id)}
+        return {call.message_id: call.run_id for call in await self._store.list_calls(thread_id)}
 
     def message_run(self, message_id: str) -> str | None:
         """The run that made the message ``message_id``, when this runtime saw it made or
         loaded it recently (else ``None``: ask :meth:`message_runs`)."""
-        where = self.message_index.get(message_id)
+        where = self._message_index.get(message_id)
         return None if where is None else where[1]
 
     def blocking_statistics(self) -> BlockingToolStatistics:
         """The worker-thread calls of plain ``def`` tools: running, abandoned after a
         cancellation, results discarded (read synchronously)."""
-        return self.blocking.statistics()
+        return self._blocking.statistics()
 
     async def read_file(self, file_id: str, *, scope_key: str) -> StoredFileBody:
         """The file ``file_id`` of ``scope_key`` and its body; :class:`FileNotFound` when there
         is none (missing, or in another scope: the two look the same on purpose)."""
-        found = await self.store.read_file(file_id, scope_key=scope_key)
+        found = await self._store.read_file(file_id, scope_key=scope_key)
         if found is None:
             raise FileNotFound(
                 f"no file {file_id!r} in this scope; use a file_id a tool of this scope saved",
@@ -523,20 +515,20 @@ class AgentRuntime:
         its messages for ``get_pending_action``) or the thread left the bounded index.
         """
         if not full and self._loaded.get(thread_id):
-            return await self.thread(thread_id)
-        thread = await self.thread(thread_id)
-        calls = await self.store.list_calls(thread_id)
+            return await self._thread(thread_id)
+        thread = await self._thread(thread_id)
+        calls = await self._store.list_calls(thread_id)
         check_migration(thread_id, calls, self.agent_of(thread).tools)
-        index_calls(self.message_index, calls)
-        active = await self.store.get_active_run(thread_id)
+        index_calls(self._message_index, calls)
+        active = await self._store.get_active_run(thread_id)
         if active is not None and self._orphaned(active):
             # No actor runs it: a runtime closed (or its process stopped) under it.
             run_calls = [c for c in calls if c.run_id == active.run_id]
             if any(_interrupted(c.record) for c in run_calls):
                 await self._record_interrupted(thread, active, run_calls)
-                calls = await self.store.list_calls(thread_id)
+                calls = await self._store.list_calls(thread_id)
                 run_calls = [c for c in calls if c.run_id == active.run_id]
-            messages = await self.store.list_messages(thread_id)
+            messages = await self._store.list_messages(thread_id)
             last = messages[-1] if messages else None
             done = all(c.record.phase == "done" for c in run_calls)
             if done and last is not None and _final_answer(last):
@@ -544,19 +536,19 @@ class AgentRuntime:
                 # recorded completed (a separate commit). It is over; do not ask again.
                 await self._settle(active, "completed")
             elif not run_calls:  # its process stopped in its first model step: do it again
-                self.activate_run_soon(thread_id, active.run_id, None)
+                self._activate_run_soon(thread_id, active.run_id, None)
             elif done:
                 # An accepted cancel/fail/output (or an interruption) ended its last call
                 # before the run went on: nothing is resumable, yet it must reach the model.
-                self.activate_soon(run_calls[-1])
+                self._activate_soon(run_calls[-1])
             elif active.status == "running" and not any(resumable(c.record) for c in run_calls):
                 # It waits on pending actions only; the process stopped before saying so.
                 await self._settle(active, "waiting")
         for call in calls:
             if resumable(call.record):
-                self.activate_soon(call)
+                self._activate_soon(call)
         if active is None and thread_id not in self._continuing:
-            messages = await self.store.list_messages(thread_id)
+            messages = await self._store.list_messages(thread_id)
             if messages and is_notification(messages[-1]):  # appended, never answered
                 self._continue_soon(thread_id)
         self._loaded[thread_id] = True
@@ -566,16 +558,16 @@ class AgentRuntime:
         """Park the runs whose activation the close cut off before their actor started (an
         actor that did start recorded its own status on the way out)."""
         for run_id in unstarted:
-            await self.park(run_id)
+            await self._park(run_id)
 
-    async def park(self, run_id: str) -> None:
+    async def _park(self, run_id: str) -> None:
         """Record ``run_id`` ``waiting`` if it is stored ``running`` but no actor will take it
         up (a submission recorded it running, see ``_resolution``, or it was queued for a
         slot of ``max_active_runs``): a closed runtime leaves no run said to be running. (A
         stopped process leaves such runs ``running``; the next load activates them all the
         same, as it does a ``waiting`` run with an accepted submission or no calls yet.)"""
         try:
-            run = await self.store.get_run(run_id)
+            run = await self._store.get_run(run_id)
             if run is not None and run.status == "running":
                 await self._settle(run, "waiting")
         except Exception:  # the store fails: the next load activates it anyway
@@ -584,11 +576,11 @@ class AgentRuntime:
     async def _settle(self, run: RunRecord, status: RunStatus) -> None:
         """Record the status an orphaned run is in (a stopped process could not)."""
         try:
-            async with self.transaction() as tx:
+            async with self._transaction() as tx:
                 tx.put_run(run.model_copy(update={"status": status}))
         except StoreConflict:  # changed meanwhile: someone else settled it
             pass
-        self.notify(run.thread_id)
+        self._notify(run.thread_id)
 
     def _orphaned(self, run: RunRecord) -> bool:
         """Whether no actor of this runtime runs ``run`` or is about to (one runtime per
@@ -608,7 +600,7 @@ class AgentRuntime:
         for registrations with ``rerun_interrupted``, make them run again), in one commit."""
         agent = self.agent_of(thread)
         try:
-            async with self.transaction() as tx:
+            async with self._transaction() as tx:
                 for call in calls:
                     if not _interrupted(call.record):
                         continue
@@ -616,7 +608,7 @@ class AgentRuntime:
                         None if call.record.dynamic else agent.tools.get(call.record.name)
                     )
                     rerun = registration is not None and registration.rerun_interrupted
-                    step = interrupt_call(call.record, rerun=rerun, at=self.now())
+                    step = interrupt_call(call.record, rerun=rerun, at=self._now())
                     stage_call(tx, call, step.record)
         except StoreConflict:  # changed meanwhile (another task recorded it): judge later
             _log.info("interrupted calls of run %r changed while recorded", run.run_id)
@@ -630,10 +622,10 @@ class AgentRuntime:
         run otherwise, with or without a client connected."""
         self._check_open()
         message = notification_message(
-            self.new_id("msg", thread_id), notification, data=data, hidden=hidden
+            self._new_id("msg", thread_id), notification, data=data, hidden=hidden
         )
-        await self.thread(thread_id)
-        async with self.transaction() as tx:
+        await self._thread(thread_id)
+        async with self._transaction() as tx:
             tx.append_message(thread_id, message)
         self._continuations.add(thread_id)
         self._continue_soon(thread_id)
@@ -643,7 +635,7 @@ class AgentRuntime:
         the thread has no run (a live run's end calls this again)."""
         self._continuations.add(thread_id)
         if (
-            self.closing
+            self._closing
             or self._nursery is None
             or thread_id in self._threads
             or thread_id in self._sending
@@ -659,28 +651,28 @@ class AgentRuntime:
         try:
             self._continuations.discard(thread_id)
             thread = await self._load(thread_id)
-            if await self.store.get_active_run(thread_id) is not None or self.closing:
+            if await self._store.get_active_run(thread_id) is not None or self._closing:
                 self._continuations.add(thread_id)  # after that run (or a later runtime)
                 return
-            messages = await self.store.list_messages(thread_id)
+            messages = await self._store.list_messages(thread_id)
             if not messages or not is_notification(messages[-1]):
                 return  # answered meanwhile (by the run it arrived during)
             run = RunRecord(
                 thread_id=thread_id,
-                run_id=self.new_id("run", thread_id),
+                run_id=self._new_id("run", thread_id),
                 status="running",
-                created_at=self.now(),
+                created_at=self._now(),
             )
-            async with self.transaction() as tx:
+            async with self._transaction() as tx:
                 run = tx.put_run(run)
-            if not self.closing:
+            if not self._closing:
                 self._start_or_queue(thread, run, ())
         except Exception:  # the store failed: the notification stays, a later load goes on
             _log.exception("continuing thread %r after a notification failed", thread_id)
         finally:
             self._sending.discard(thread_id)
             self._continuing.discard(thread_id)
-            self.notify(thread_id)
+            self._notify(thread_id)
 
     async def send(
         self,
@@ -717,9 +709,9 @@ class AgentRuntime:
             # refuses the commit below: a thread has one run at a time. No read before it.
             run = RunRecord(
                 thread_id=thread_id,
-                run_id=self.new_id("run", thread_id),
+                run_id=self._new_id("run", thread_id),
                 status="running",
-                created_at=self.now(),
+                created_at=self._now(),
                 identity=to_json_value(identity, what="identity"),
                 client_data=to_json_value(client_data, what="client_data"),
                 client_tools=tuple(
@@ -730,21 +722,21 @@ class AgentRuntime:
                 ),
             )
             message = Message(
-                id=self.new_id("msg", thread_id), role="user", parts=(TextPart(text=text),)
+                id=self._new_id("msg", thread_id), role="user", parts=(TextPart(text=text),)
             )
             self._check_open()
             try:
-                async with self.transaction() as tx:
+                async with self._transaction() as tx:
                     tx.append_message(thread_id, message)
                     run = tx.put_run(run)
             except StoreConflict as exc:  # the thread has an active run?
-                active = await self.store.get_active_run(thread_id)
+                active = await self._store.get_active_run(thread_id)
                 if active is None:  # no: a real conflict (e.g. a reused id), not a busy thread
                     raise
                 raise self._busy(thread_id, active) from exc
-            if self.closing:  # closed while the run was written: it never starts
+            if self._closing:  # closed while the run was written: it never starts
                 with trio.CancelScope(shield=True):
-                    async with self.transaction() as tx:
+                    async with self._transaction() as tx:
                         tx.put_run(run.model_copy(update={"status": "cancelled"}))
                 self._check_open()
             self._start_or_queue(thread, run, tuple(client_tools))
@@ -790,12 +782,12 @@ class AgentRuntime:
         return await self._read_state(thread_id)
 
     async def _read_state(self, thread_id: str) -> ThreadState:
-        messages = await self.store.list_messages(thread_id)
+        messages = await self._store.list_messages(thread_id)
         return ThreadState(
             thread_id=thread_id,
             # A copy: the application may change what it gets, never what the store holds.
             messages=tuple(message.model_copy(deep=True) for message in messages),
-            runs=tuple(run.state for run in await self.store.list_runs(thread_id)),
+            runs=tuple(run.state for run in await self._store.list_runs(thread_id)),
         )
 
     async def cancel_run(self, run_id: str, reason: str | None = None) -> RunState:
@@ -821,20 +813,20 @@ class AgentRuntime:
         # Not alive: no submission resolves and no activation starts it until it is recorded.
         self._cancelling.add(run_id)
         try:
-            run = await self.store.get_run(run_id)
+            run = await self._store.get_run(run_id)
             if run is None:
                 raise PaiError(f"no run {run_id!r}; use a run_id that send() returned")
             # Re-read and judged again whenever a submission changed the run or a call
             # meanwhile (a store conflict is the race, not an error).
-            await record_cancelled(self, run.thread_id, run_id, reason, end_run=True)
-            self.notify(run.thread_id)
+            await record_cancelled(self._services, run.thread_id, run_id, reason, end_run=True)
+            self._notify(run.thread_id)
         finally:
             self._cancelling.discard(run_id)
             self._unqueue(run_id)
         return await self._run_state(run_id)
 
     async def _run_state(self, run_id: str) -> RunState:
-        run = await self.store.get_run(run_id)
+        run = await self._store.get_run(run_id)
         assert run is not None, "runs are never deleted"
         return run.state
 
@@ -851,7 +843,7 @@ class AgentRuntime:
         self._activating_threads[thread_id] -= 1
         if not self._activating_threads[thread_id]:
             del self._activating_threads[thread_id]
-        self.notify(thread_id)
+        self._notify(thread_id)
 
     def watch(
         self,
@@ -925,16 +917,16 @@ class AgentRuntime:
         """The thread's pending actions in the order their parts appear in the thread
         (:class:`MigrationRequired`: see :meth:`send`)."""
         await self._load(thread_id)
-        actions = await self.store.list_pending_actions(thread_id)
+        actions = await self._store.list_pending_actions(thread_id)
         if len(actions) > 1:  # a streamed call is stored before the calls its step ended with
             position = {
                 part.tool_call_id: (m, p)
-                for m, message in enumerate(await self.store.list_messages(thread_id))
+                for m, message in enumerate(await self._store.list_messages(thread_id))
                 for p, part in enumerate(message.parts)
                 if isinstance(part, ToolPart)
             }
             actions.sort(key=lambda action: position.get(action.ref.tool_call_id, (-1, -1)))
-        agent = self.known_agent(thread_id)
+        agent = self._known_agent(thread_id)
         return [
             PendingActionView(self, action.ref, action.input, resume_schema_of(agent, action.ref))
             for action in actions
@@ -943,7 +935,7 @@ class AgentRuntime:
     async def scope_pending_actions(self, scope_key: str) -> list[PendingActionView]:
         """Every pending action of the threads in ``scope_key``, thread by thread (each in
         the order of :meth:`pending_actions`). Loads each thread that has one."""
-        actions = await self.store.list_scope_pending_actions(scope_key)
+        actions = await self._store.list_scope_pending_actions(scope_key)
         threads = dict.fromkeys(action.ref.thread_id for action in actions)
         views: list[PendingActionView] = []
         for thread_id in threads:
@@ -964,34 +956,38 @@ class AgentRuntime:
         """Submit ``payload`` to the action ``ref`` names (validated by its schema)."""
         self._check_open()
         return await resolve(
-            self,
+            self._services,
             ref,
-            lambda record, spec: submit(record, spec, ref.action_id, payload, at=self.now()),
+            lambda record, spec: submit(record, spec, ref.action_id, payload, at=self._now()),
         )
 
     async def cancel_action(self, ref: PendingActionRef, reason: str | None = None) -> ActionResult:
         """Cancel the action: it and its call end as cancelled (with ``reason``)."""
         self._check_open()
         return await resolve(
-            self, ref, lambda record, _: cancel_action(record, ref.action_id, reason, at=self.now())
+            self._services,
+            ref,
+            lambda record, _: cancel_action(record, ref.action_id, reason, at=self._now()),
         )
 
     async def fail_action(self, ref: PendingActionRef, error: str | BaseException) -> ActionResult:
         """Fail the action: its call ends in ``output-error`` with ``errorText == str(error)``."""
         self._check_open()
         return await resolve(
-            self, ref, lambda record, _: fail_action(record, ref.action_id, error, at=self.now())
+            self._services,
+            ref,
+            lambda record, _: fail_action(record, ref.action_id, error, at=self._now()),
         )
 
-    def activate_soon(self, call: StoredCall) -> None:
+    def _activate_soon(self, call: StoredCall) -> None:
         """Activate the run of ``call`` in a runtime-owned task (unless it is alive)."""
-        self.activate_run_soon(call.thread_id, call.run_id, call.message_id)
+        self._activate_run_soon(call.thread_id, call.run_id, call.message_id)
 
-    def activate_run_soon(self, thread_id: str, run_id: str, message_id: str | None) -> None:
+    def _activate_run_soon(self, thread_id: str, run_id: str, message_id: str | None) -> None:
         """Activate a run that is not alive, in a runtime-owned task: it goes on from the
         calls of the message ``message_id`` (``None``: from its next model step)."""
         if (
-            self.closing
+            self._closing
             or self._nursery is None
             or run_id in self._runs
             or run_id in self._activating
@@ -1008,12 +1004,12 @@ class AgentRuntime:
 
     def _slot_free(self) -> bool:
         """Whether one more run may become active under ``max_active_runs``."""
-        limit = self.max_active_runs
+        limit = self._max_active_runs
         return limit is None or len(self._runs) + self._starting < limit
 
     def _admit(self) -> None:
         """Activate the runs waiting for a slot, in the order they came, while slots are free."""
-        while self._queued and self._slot_free() and not self.closing and self._nursery:
+        while self._queued and self._slot_free() and not self._closing and self._nursery:
             run_id = next(iter(self._queued))
             thread_id, message_id = self._queued.pop(run_id)
             self._starting += 1
@@ -1022,20 +1018,20 @@ class AgentRuntime:
     async def _activate(self, thread_id: str, run_id: str, message_id: str | None) -> None:
         """Start the actor of a run that is not alive, if its stored run is still active."""
         try:
-            thread = await self.thread(thread_id)
+            thread = await self._thread(thread_id)
             # Read the run last and start it with no await in between: the actor starts
             # from the latest revision (a cancellation meanwhile is seen), or not at all.
-            run = await self.store.get_run(run_id)
+            run = await self._store.get_run(run_id)
             if (
                 run is None
                 or not run.active
-                or self.closing
+                or self._closing
                 or run_id in self._runs
                 or run_id in self._cancelling
                 or thread_id in self._threads
             ):
                 return
-            live = self._live_run(
+            live = self._new_live(
                 thread,
                 run,
                 tuple(ClientTool(t.name, t.description, t.input_schema) for t in run.client_tools),

@@ -18,15 +18,14 @@ model steps (:class:`AgentRunError` beyond).
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
-from .._core.errors import AgentNotFound, AgentRunError, ValidationFailed
+from .._core.errors import AgentRunError, ValidationFailed
 from .._core.json import to_json_value
 from .._core.model import (
     ModelAssistantMessage,
@@ -43,6 +42,7 @@ from .._core.model import (
 from .._core.parts import ToolDataItem
 from .._core.step import accumulate_step
 from .._tools.agent import RuntimeScope
+from .._tools.agent_runner import AgentRunner, AgentRunResult
 from .._tools.capabilities import Capabilities
 from .._tools.context import (
     AbortController,
@@ -57,72 +57,20 @@ from .._tools.context import (
 )
 from .._tools.registration import ToolRegistration, call_callback
 from .history import bare_output
+from .live import LiveRun
 from .prepare import prepare_tools, resolve_runtime_context
-
-if TYPE_CHECKING:
-    from .run import LiveRun
-    from .runtime import AgentRuntime
-
-DEFAULT_MAX_STEPS = 16
-
-
-@dataclass(frozen=True, slots=True)
-class AgentRunResult:
-    """What a sub-run produced: ``text``, its final answer, and ``steps``, how many model
-    steps it took."""
-
-    text: str
-    steps: int
-
-
-@dataclass(eq=False)
-class AgentRunner:
-    """``ctx.agents``: runs the runtime's other agents as part of the calling tool call.
-
-    Concurrency contract: ``run`` may be called from any task of the calling ``execute``,
-    several at once; each sub-run is independent.
-    """
-
-    _rt: AgentRuntime
-    _live: LiveRun
-    _caller: ToolThread
-    _signal: AbortSignal
-    _numbers: Any = field(default_factory=lambda: itertools.count(1))
-
-    async def run(
-        self, agent_id: str, prompt: str, *, max_steps: int = DEFAULT_MAX_STEPS
-    ) -> AgentRunResult:
-        """Run the agent registered as ``agent_id`` on ``prompt``; return its final answer.
-
-        Raises :class:`AgentNotFound` for an agent the runtime does not host,
-        :class:`AgentRunError` when it cannot finish.
-        """
-        rt = self._rt
-        if agent_id not in rt.agents:
-            known = ", ".join(map(repr, rt.agents))
-            raise AgentNotFound(
-                f"ctx.agents.run({agent_id!r}, ...): this runtime hosts no such agent; use one "
-                f"of {known} (register agents with create_pai)",
-                agent_id=agent_id,
-            )
-        if not isinstance(prompt, str):
-            raise TypeError(f"ctx.agents.run() takes the prompt as a str, got {prompt!r}")
-        if not isinstance(max_steps, int) or max_steps < 1:
-            raise ValueError(f"max_steps must be a positive int, got {max_steps!r}")
-        number = next(self._numbers)
-        sub = _SubRun(rt, self._live, agent_id, f"{self._caller.tool_call_id}/{agent_id}.{number}")
-        return await sub.run(prompt, max_steps, self._signal)
+from .services import Services
 
 
 @dataclass(eq=False)
 class _SubRun:
-    rt: AgentRuntime
+    services: Services
     live: LiveRun
     agent_id: str
     prefix: str
 
     async def run(self, prompt: str, max_steps: int, signal: AbortSignal) -> AgentRunResult:
-        rt, live, agent = self.rt, self.live, self.rt.agents[self.agent_id]
+        services, live, agent = self.services, self.live, self.services.agents[self.agent_id]
         thread = live.thread
         scope = RuntimeScope(thread.scope_key, thread.user_key, thread.thread_id, live.identity)
         runtime_context = await resolve_runtime_context(agent, scope)
@@ -136,7 +84,7 @@ class _SubRun:
             )
             request = ModelRequest(agent.instructions, list(messages), dict(prepared.tools))
             try:
-                step = await accumulate_step(rt.models[self.agent_id].stream(request))
+                step = await accumulate_step(services.models[self.agent_id].stream(request))
             except Exception as exc:
                 raise AgentRunError(
                     f"agent {self.agent_id!r}: its model failed in step {step_number}: {exc}",
@@ -214,7 +162,7 @@ class _SubRun:
             parsed = definition._schemas.input.parse(raw_input, what="input")
         except ValidationFailed as exc:
             return _error(str(exc))
-        rt, live = self.rt, self.live
+        services, live = self.services, self.live
         thread = ToolThread(live.thread_id, live.run_id, f"{self.prefix}/{tool_call_id}", name)
         controller = AbortController()
         signal._follow(controller)
@@ -238,18 +186,18 @@ class _SubRun:
                 entry=InitialEntry(),
                 data=ToolDataWriter(_no_data, _no_list),
                 capabilities=Capabilities(),
-                files=live.files(rt, thread.tool_call_id),
-                agents=AgentRunner(rt, live, thread, controller.signal),
-                _trigger=partial(rt.trigger, live.thread_id),
+                files=services.files(live, thread.tool_call_id),
+                agents=agent_runner(services, live, thread, controller.signal),
+                _trigger=partial(services.trigger, live.thread_id),
             )
             execute = definition.execute
             if definition.capabilities:
-                async with rt.acquire(definition.capabilities, live, thread) as capabilities:
+                async with services.acquire(definition.capabilities, live, thread) as capabilities:
                     result = await call_callback(execute, replace(ctx, capabilities=capabilities))
             else:
                 result = await call_callback(execute, ctx)
         except Exception as exc:
-            return _error(await rt.error_text(exc, thread))
+            return _error(await services.error_text(exc, thread))
         if isinstance(result, ToolSuspendResult):
             return _error(f"the tool {name!r} suspended, which it cannot do in a sub-agent run")
         if isinstance(result, ToolFailResult):
@@ -287,3 +235,17 @@ async def _no_data(name: str, value: object, item_id: str | None, transient: boo
 
 async def _no_list(name: str) -> list[ToolDataItem]:
     return []
+
+
+def agent_runner(
+    services: Services, live: LiveRun, caller: ToolThread, signal: AbortSignal
+) -> AgentRunner:
+    """The ``ctx.agents`` of a call of ``live``: sub-runs of the runtime's agents, inside the
+    call (cancelled with it; each of their calls' signals aborted with its reason)."""
+
+    async def start(
+        agent_id: str, prefix: str, prompt: str, max_steps: int, signal: AbortSignal
+    ) -> AgentRunResult:
+        return await _SubRun(services, live, agent_id, prefix).run(prompt, max_steps, signal)
+
+    return AgentRunner(services.agents, caller, signal, start)

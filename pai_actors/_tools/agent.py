@@ -17,10 +17,11 @@ from types import MappingProxyType
 from typing import Any, NoReturn
 
 from .._core.capability import Capability
+from .._core.client_tool import check_tool_name
 from .._core.errors import DefinitionError, RuntimeConfigError
 from .._core.ids import check_id
 from .._core.json import JsonValue
-from .registration import ToolRegistration, as_registration, check_tool_name
+from .registration import ToolRegistration, as_registration
 from .tool import ToolDefinition, ToolWireSpec
 
 _repr = reprlib.Repr()

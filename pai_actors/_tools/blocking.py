@@ -42,6 +42,7 @@ import trio
 
 from .._core.errors import RuntimeConfigError
 from .registration import call_callback
+from .signal import require_trio
 
 SyncTools = Literal["thread", "inline"]
 """Where a plain ``def`` ``execute`` runs: ``"thread"`` (a worker thread) or ``"inline"``."""
@@ -51,18 +52,6 @@ DEFAULT_THREAD_LIMIT = 40
 AnyIO's, so FastAPI's and pydantic-ai's) default thread limit."""
 
 _log = logging.getLogger("pai_actors")
-
-
-def require_trio(what: str) -> None:
-    """Raise a ``RuntimeError`` explaining the worker thread when not called from a trio task
-    (a blocking tool calling an async method of ``ctx`` directly)."""
-    if not trio.lowlevel.in_trio_task():
-        raise RuntimeError(
-            f"{what} was called outside the trio thread: this tool's execute is a plain def, "
-            "so the runtime runs it in a worker thread, where the async methods of ctx cannot "
-            f"be awaited; call it through trio (trio.from_thread.run({what.removesuffix('()')}"
-            ", ...)), or make execute `async def`"
-        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,32 +11,29 @@ Typing: ``ToolContext[InputT, ContextT]`` is generic in ``ctx.input`` and ``ctx.
 ``ctx.tools`` is a :class:`~pai_actors.ToolCallMap` (``ctx.tools.<name>`` is a
 :class:`~pai_actors.BoundTool`), ``ctx.capabilities`` a :class:`~pai_actors.Capabilities`
 (a facade by attribute is ``Any``: a tool's declared ctx names are not part of its type).
-The types of ``tools``, ``files`` and ``agents`` are named under ``TYPE_CHECKING`` only:
-their modules build ``ToolContext`` values, so importing them here would be a cycle.
-
-Concurrency: an :class:`AbortController` and its signal belong to one trio run; ``abort`` is
-synchronous and idempotent (the first reason wins), and every waiter of ``wait`` wakes once.
+``ToolThread``, ``AbortSignal`` and ``AbortController`` live in ``signal`` (``ctx.tools`` and
+``ctx.agents`` use them too) and are imported from here as well.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Literal
+from typing import Any, Generic, Literal
 
-import trio
 from typing_extensions import TypeVar
 
 from .._core.actions import PendingActionRef
 from .._core.json import JsonValue
 from .._core.parts import ToolDataItem
-from .blocking import require_trio
+from .agent_runner import AgentRunner
 from .capabilities import Capabilities
-
-if TYPE_CHECKING:
-    from .._runtime.children import ToolCallMap
-    from .._runtime.subagents import AgentRunner
-    from .files import ScopedFiles
+from .files import ScopedFiles
+from .signal import AbortController as AbortController
+from .signal import AbortSignal as AbortSignal
+from .signal import ToolThread as ToolThread
+from .signal import require_trio as require_trio
+from .tool_calls import ToolCallMap
 
 InputT = TypeVar("InputT", covariant=True, default=Any)
 """The type of ``ctx.input``: what the tool's ``input_schema`` parses to."""
@@ -47,16 +44,6 @@ ContextT = TypeVar("ContextT", covariant=True, default=Any)
 # ``files`` and ``agents`` of a ToolContext made by hand rather than by a runtime (``None``);
 # typed ``Any`` so that the fields can carry their real types for every context a tool sees.
 _NOT_FROM_A_RUNTIME: Any = None
-
-
-@dataclass(frozen=True, slots=True)
-class ToolThread:
-    """Where a call runs: its thread, run, ``tool_call_id`` and registration name."""
-
-    thread_id: str
-    run_id: str
-    tool_call_id: str
-    tool_name: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,64 +106,6 @@ def tool_failure_details(failure: str | ToolFailResult) -> dict[str, str]:
     return {"code": "tool_failed", "message": message}
 
 
-class AbortSignal:
-    """Whether a call was aborted, and why; made by an :class:`AbortController`.
-
-    ``aborted`` turns ``True`` once; ``reason`` is the cancel reason (or ``None``);
-    ``await wait()`` returns once it is aborted (at once if it already is).
-    """
-
-    def __init__(self) -> None:
-        self._event = trio.Event()
-        self._reason: str | None = None
-        self._followers: list[AbortController] = []
-
-    def _follow(self, controller: AbortController) -> None:
-        """Abort ``controller`` (with this signal's reason) when this signal is aborted, at
-        once if it already is: a child call's signal follows its parent's."""
-        if self.aborted:
-            controller.abort(self._reason)
-        else:
-            self._followers.append(controller)
-
-    @property
-    def aborted(self) -> bool:
-        return self._event.is_set()
-
-    @property
-    def reason(self) -> str | None:
-        return self._reason
-
-    def wait(self) -> Awaitable[None]:
-        """``await signal.wait()``: return once aborted (a trio method: from a blocking
-        tool's worker thread, poll ``aborted`` instead)."""
-        require_trio("ctx.signal.wait()")
-        return self._event.wait()
-
-    def _abort(self, reason: str | None) -> None:
-        """Abort this signal and its followers; later calls change nothing."""
-        if not self._event.is_set():
-            self._reason = reason
-            self._event.set()
-            followers, self._followers = self._followers, []
-            for follower in followers:
-                follower.abort(reason)
-
-    def __repr__(self) -> str:
-        return f"AbortSignal(aborted={self.aborted}, reason={self.reason!r})"
-
-
-class AbortController:
-    """Makes an :class:`AbortSignal` (``.signal``) and aborts it (``.abort(reason=None)``)."""
-
-    def __init__(self) -> None:
-        self.signal = AbortSignal()
-
-    def abort(self, reason: str | None = None) -> None:
-        """Abort the signal; later calls change nothing (the first reason is kept)."""
-        self.signal._abort(reason)
-
-
 @dataclass(frozen=True, slots=True, eq=False)
 class ToolDataWriter:
     """``ctx.data``: writes tool-data items through the call's actor, and lists them.
@@ -203,8 +132,6 @@ class ToolDataWriter:
 
 
 def _no_children() -> ToolCallMap:
-    from .._runtime.children import ToolCallMap  # imported when used: _children builds ToolContexts
-
     return ToolCallMap({})
 
 

@@ -21,16 +21,16 @@ from typing_extensions import TypeForm, TypeVar
 from .._core.capability import Capability
 from .._core.errors import SchemaError, ToolDefinitionError
 from .._core.ids import check_id, check_name
-from .._core.schema import Schema, SchemaMode, ToolSchema, compile_schema
-from .registration import ToolRegistration
-from .tool import (
-    DescriptionContext,
-    SuspendPoint,
-    ToolConfig,
-    ToolDefinition,
+from .._core.schema import (
+    Schema,
+    SchemaMode,
+    ToolSchema,
     ToolSchemas,
+    compile_schema,
     frozen_mapping,
 )
+from .registration import ToolRegistration
+from .tool import DescriptionContext, SuspendPoint, ToolConfig, ToolDefinition
 
 if TYPE_CHECKING:  # _context imports the runtime's collaborators, which import this module
     from .context import ToolContext

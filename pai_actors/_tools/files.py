@@ -30,10 +30,10 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .._core.clock import Clock
 from .._core.errors import FileNotFound, FileTooLarge
 from .._core.json import JsonValue, to_json_value
 from .._core.records import StoredFileBody, UploadedFile
-from .._runtime.clock import Clock
 from .._store.base import Store, Transaction
 
 DEFAULT_MAX_FILE_BYTES = 16 * 1024 * 1024

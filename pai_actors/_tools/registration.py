@@ -11,42 +11,21 @@ that registration names and client tool names share.
 from __future__ import annotations
 
 import inspect
-import re
 import reprlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from .._core.errors import DefinitionError, SchemaError
-from .._core.ids import check_name
-from .._core.schema import Schema, json_schema
-from .tool import JsonSchema, ToolDefinition
+from .._core.errors import DefinitionError
+from .tool import ToolDefinition
 
 ContextCallback = Callable[..., Any]
 """``map_context`` / ``enabled``: called as ``f(runtime_context=, identity=, client_data=)``,
 sync or async."""
 
-_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _CALLBACK_KEYWORDS = ("runtime_context", "identity", "client_data")
 _repr = reprlib.Repr()
 _repr.maxstring = _repr.maxother = 60
-
-
-def check_tool_name(value: object, *, what: str) -> str:
-    """Return ``value`` if the model may see it as a tool name, else raise DefinitionError.
-
-    A tool name is 1 to 64 ASCII letters, digits, ``_`` or ``-``: what model providers accept
-    for a function name. ``.`` is excluded also because pending action names are
-    ``"<toolName>.<suspendName>"``. ``what`` says where the name was given.
-    """
-    name = check_name(value, what=what, error=DefinitionError)
-    if _NAME.fullmatch(name) is None:
-        suggestion = re.sub(r"[^A-Za-z0-9_-]+", "_", name)[:64]
-        raise DefinitionError(
-            f"{what} {name!r} is not a valid tool name: use 1 to 64 ASCII letters, digits, "
-            f"'_' or '-' (what model providers accept), such as {suggestion!r}"
-        )
-    return name
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -140,37 +119,6 @@ def as_registration(value: ToolDefinition | ToolRegistration) -> ToolRegistratio
     Registration maps (``define_agent(tools=...)``, a tool's ``tools``) accept either form.
     """
     return value if isinstance(value, ToolRegistration) else ToolRegistration(value)
-
-
-@dataclass(frozen=True, slots=True)
-class ClientTool:
-    """A tool offered to the model for one request only, executed by the client.
-
-    ``name`` follows the tool name rules (see :func:`check_tool_name`), ``description`` is
-    the text the model reads and ``input_schema`` a JSON Schema dict (draft 2020-12, checked
-    here). Its calls are ``dynamic-tool`` parts whose output a client submits. A misuse
-    raises :class:`DefinitionError` (with the :class:`SchemaError` as ``__cause__`` for a
-    schema that cannot be used).
-    """
-
-    name: str
-    description: str
-    input_schema: JsonSchema
-    schema: Schema = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        name = check_tool_name(self.name, what="ClientTool name")
-        if not isinstance(self.description, str):
-            _fail(f"ClientTool {name!r}: description must be a str, got {_show(self.description)}")
-        try:
-            schema = json_schema(self.input_schema)
-        except SchemaError as exc:
-            raise DefinitionError(
-                f"ClientTool {name!r}: input_schema cannot be used: {exc}"
-            ) from exc
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "input_schema", schema.json_schema)
-        object.__setattr__(self, "schema", schema)
 
 
 async def call_callback(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:

@@ -25,7 +25,7 @@ from typing_extensions import TypeVar
 
 from .._core.capability import Capability
 from .._core.json import JsonValue
-from .._core.schema import Schema
+from .._core.schema import _EMPTY, ToolSchemas, frozen_mapping
 
 if TYPE_CHECKING:  # _context imports the runtime's collaborators, which import this module
     from .context import ToolContext
@@ -34,12 +34,6 @@ InputT = TypeVar("InputT", covariant=True, default=Any)
 ContextT = TypeVar("ContextT", covariant=True, default=Any)
 
 JsonSchema = dict[str, JsonValue]
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
-
-
-def frozen_mapping(items: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    """A read-only copy of ``items`` (an empty one for ``None``)."""
-    return MappingProxyType(dict(items)) if items else _EMPTY
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,16 +95,6 @@ class ToolConfig:
     context_schema: Any = None
     suspend: Mapping[str, SuspendPoint] = field(default_factory=lambda: _EMPTY)
     data_schemas: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
-
-
-@dataclass(frozen=True, slots=True)
-class ToolSchemas:
-    """The compiled schemas of one definition, for the runtime (internal)."""
-
-    input: Schema
-    output: Schema | None
-    suspend: Mapping[str, tuple[Schema, Schema]]  # name -> (suspend_schema, resume_schema)
-    data: Mapping[str, Schema]
 
 
 _SPEC_FIELDS = ("has_execute", "input_schema", "output_schema", "data_schemas", "suspend")

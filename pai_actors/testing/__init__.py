@@ -46,12 +46,13 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Literal
 
+from .._core.clock import Clock
 from .._core.errors import ScriptedModelError as ScriptedModelError
 from .._core.model import Model
-from .._runtime.clock import Clock
 from .._runtime.clock import trio_clock as trio_clock
 from .._runtime.create import counter_ids, create_agent_runtime
-from .._runtime.runtime import DEFAULT_MAX_ACTIVE_RUNS, AgentRuntime, MapError
+from .._runtime.runtime import DEFAULT_MAX_ACTIVE_RUNS, AgentRuntime
+from .._runtime.services import MapError
 from .._store.base import Store
 from .._store.memory import MemoryBacking, MemoryStore
 from .._store.sqlite import SqliteStore
@@ -133,7 +134,8 @@ def create_test_runtime(
     )
     if temporary is not None:
         assert isinstance(store, SqliteStore)
-        runtime.on_close.extend([store.close, temporary.cleanup])
+        runtime.close_with(store.close)
+        runtime.close_with(temporary.cleanup)
     return runtime
 
 

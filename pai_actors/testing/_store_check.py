@@ -19,8 +19,8 @@ from .._core.call_record import CallRecord, Cancellation, DataItem, Episode
 from .._core.errors import StoreConflict, StoreError
 from .._core.parts import Message, TextPart, ToolPart
 from .._core.records import RunRecord, StoredCall, ThreadRecord, UploadedFile
+from .._core.schema import frozen_mapping
 from .._store.base import Store
-from .._tools.tool import frozen_mapping
 
 StoreOpener: TypeAlias = Callable[[str], AbstractAsyncContextManager[Store] | Awaitable[Store]]
 """``open_store(name)``: a store; the same ``name`` again opens the same (reopened) store."""

@@ -30,7 +30,6 @@ from pai_actors import (
     ToolPartUpdated,
     WatchOverflow,
 )
-from pai_actors._runtime.loading import BoundedIndex
 from pai_actors.client import (
     AuthenticationFailed,
     Client,
@@ -398,8 +397,8 @@ async def test_watches_keep_their_pending_actions_when_the_runtime_forgets_old_m
     they hold, the server reads a forwarded update's message back from the store."""
     with trio.fail_after(20):
         async with serving() as s, open_client(s.url, token=ALICE) as client:
-            s.rt.message_index = BoundedIndex(1)
-            s.rt._thread_agents = BoundedIndex(1)
+            s.rt._message_index._capacity = 1  # (private: no knob makes them this small)
+            s.rt._thread_agents._capacity = 1
             threads = [await client.create_thread() for _ in range(4)]
             async with AsyncExitStack() as stack:
                 watches = [await stack.enter_async_context(t.watch()) for t in threads]

@@ -24,7 +24,7 @@ from pai_actors import (
     StoredFileBody,
     UploadedFile,
 )
-from pai_actors._runtime.clock import EPOCH
+from pai_actors._core.clock import EPOCH
 from pai_actors._runtime.create import counter_ids
 from pai_actors._store.base import SaveFile, Write
 from pai_actors.testing import trio_clock

@@ -15,7 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from pai_actors import MAX_SAFE_INTEGER, OutputNotJSON, _json, to_json_value
+from pai_actors import MAX_SAFE_INTEGER, OutputNotJSON, to_json_value
+from pai_actors._core import json as _json
 
 json_scalars = (
     st.none()

@@ -24,7 +24,7 @@ from pai_actors._core.call_json import (
     _validate_call,
 )
 from pai_actors._core.call_record import Approval, CallRecord, Cancellation, DataItem, Episode
-from pai_actors._tools.tool import frozen_mapping
+from pai_actors._core.schema import frozen_mapping
 
 
 class Color(enum.StrEnum):

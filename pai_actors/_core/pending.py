@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from .._core.actions import ActionResult, PendingActionOrigin, PendingActionRef
-from .._core.calls import APPROVAL_RESPONSE
-from .._core.json import JsonValue
-
-if TYPE_CHECKING:
-    from .agent import AgentDefinition
+from .actions import ActionResult, PendingActionOrigin, PendingActionRef
+from .json import JsonValue
 
 
 class ActionResolver(Protocol):
@@ -24,22 +20,6 @@ class ActionResolver(Protocol):
     async def fail_action(
         self, ref: PendingActionRef, error: str | BaseException
     ) -> ActionResult: ...
-
-
-def resume_schema_of(
-    agent: AgentDefinition | None, ref: PendingActionRef
-) -> dict[str, JsonValue] | None:
-    """The JSON Schema a submission to ``ref`` is validated by (``None``: any JSON)."""
-    if ref.action_id == f"{ref.tool_call_id}.approval":
-        return APPROVAL_RESPONSE.json_schema
-    registration = None if agent is None else agent.tools.get(ref.tool_name)
-    if registration is None:  # a request-time client tool: any JSON output
-        return None
-    schemas = registration.tool._schemas
-    if ref.suspend_name is not None:
-        suspend = schemas.suspend.get(ref.suspend_name)
-        return None if suspend is None else suspend[1].json_schema
-    return None if schemas.output is None else schemas.output.json_schema
 
 
 class PendingActionView:

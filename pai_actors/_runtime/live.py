@@ -1,0 +1,91 @@
+"""A live run: the in-memory handle of a run whose actor is alive (:class:`LiveRun`), and the
+message its actor's mailbox receives (:class:`CallChanged`).
+
+A module of its own so that the run actor, its collaborators (the model step's I/O, child
+calls, sub-agents) and the services record can all name it without importing each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import trio
+
+from supervisors import MailboxClosed, MailboxFull, Supervisor
+
+from .._core.call_record import CallRecord
+from .._core.client_tool import ClientTool
+from .._core.model import Model
+from .._core.records import RunRecord, StoredCall, ThreadRecord
+from .._tools.agent import AgentDefinition
+from .._tools.context import AbortController
+
+
+@dataclass(frozen=True, slots=True)
+class CallChanged:
+    """A call of the run finished, suspended, or had an action resolved."""
+
+
+RunMessage = CallChanged
+
+
+@dataclass(eq=False)
+class LiveRun:
+    """A run whose actor is alive: the runtime's in-memory handle on it.
+
+    ``status``, ``active_calls``, ``changed`` and ``busy`` are what ``wait_idle`` looks at;
+    they change only synchronously, so a reader never sees a half-made change. ``changed`` is
+    set by a submission and cleared when the run actor re-reads its calls; ``busy`` is clear
+    only while the run actor waits for a message. ``stepping`` is set while the run is in
+    a model step (from preparing the tools to storing the step's calls). ``cancelling`` is set
+    by ``cancel_run``: no action of the run is resolved any more. ``agent_id``, ``agent`` and
+    ``model`` are the thread's agent (its registry id and definition) and its model.
+    ``live_calls`` holds the tool call ids that have a live call actor. ``resumes_started``
+    holds the action ids whose accepted submission's resume began the tool's ``execute`` in
+    this activation: when the runtime closes, only those submissions are recorded cancelled;
+    the others stay stored intent, resumed when a later runtime loads the thread.
+    """
+
+    thread: ThreadRecord
+    run: RunRecord
+    agent_id: str
+    agent: AgentDefinition
+    model: Model
+    identity: Any = None
+    client_data: Any = None
+    client_tools: tuple[ClientTool, ...] = ()
+    resume_message_id: str | None = None
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    status: Literal["running", "waiting"] = "running"
+    active_calls: int = 0
+    changed: bool = False
+    busy: bool = True
+    stepping: bool = False
+    passivated: bool = False
+    waiting_message_id: str | None = None
+    cancelling: bool = False
+    live_calls: set[str] = field(default_factory=set)
+    resumes_started: set[str] = field(default_factory=set)
+    controllers: set[AbortController] = field(default_factory=set)
+    handoff: tuple[StoredCall, CallRecord] | None = None
+    cancel_reason: str | None = None
+    runtime_context: Any = None
+    context_resolved: bool = False
+    ref: Any = None  # ActorRef[RunMessage], set right after spawn
+    calls: Supervisor | None = None
+    done: trio.Event = field(default_factory=trio.Event)
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def thread_id(self) -> str:
+        return self.thread.thread_id
+
+    def wake(self) -> None:
+        try:
+            self.ref.tell_nowait(CallChanged())
+        except (MailboxClosed, MailboxFull):  # closed: the run is ending; full: it will look
+            pass
