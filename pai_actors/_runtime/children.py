@@ -32,8 +32,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import replace
-from functools import partial
 from typing import Any
 
 import trio
@@ -43,12 +41,9 @@ from supervisors import Supervisor
 from .._core.errors import ToolInvocationError, ValidationFailed
 from .._core.json import JsonValue, to_json_value
 from .._core.parts import ToolDataItem
-from .._tools.capabilities import Capabilities
 from .._tools.context import (
     AbortController,
     AbortSignal,
-    InitialEntry,
-    ToolContext,
     ToolDataWriter,
     ToolFailResult,
     ToolSuspendResult,
@@ -57,9 +52,9 @@ from .._tools.context import (
 from .._tools.registration import ToolRegistration, as_registration, call_callback
 from .._tools.tool import ChildToolInfo
 from .._tools.tool_calls import BoundTool, ToolCallMap
+from .invoke import call_context, invoke
 from .live import LiveRun
 from .services import Services
-from .subagents import agent_runner
 
 
 class ChildCalls:
@@ -83,7 +78,6 @@ class ChildCalls:
         infos: Mapping[str, ChildToolInfo],
         supervisor: Supervisor,
         parent_signal: AbortSignal,
-        acquire: Callable[[ToolRegistration, ToolThread], Any] | None = None,
     ) -> None:
         self.services = services
         self.parent_signal = parent_signal
@@ -92,7 +86,6 @@ class ChildCalls:
         self.parent_context = parent_context
         self.registrations = registrations
         self.supervisor = supervisor
-        self.acquire = acquire
         self.fatal: Exception | None = None
         self.closed = False
         self._running: set[AbortController] = set()  # the signals of the children running
@@ -213,27 +206,18 @@ class ChildCalls:
 
         async def child_actor(mailbox: Any) -> None:
             try:
-                ctx = ToolContext(
-                    input=parsed,
-                    context=context,
+                ctx = call_context(
+                    self.services,
+                    self.live,
                     agent_id=self.live.agent_id,
                     thread=thread,
                     signal=controller.signal,
-                    entry=InitialEntry(),
+                    input=parsed,
+                    context=context,
                     data=ToolDataWriter(_no_data(child), _no_list(child)),
-                    capabilities=Capabilities(),
-                    files=self.services.files(self.live, thread.tool_call_id),
-                    agents=agent_runner(self.services, self.live, thread, controller.signal),
-                    _trigger=partial(self.services.trigger, self.live.thread_id),
                 )
-                execute = registration.tool.execute
-                assert execute is not None  # children have execute (checked at definition)
-                if self.acquire is None or not registration.tool.capabilities:
-                    result.append(await self.services.blocking.call(execute, ctx))
-                else:
-                    async with self.acquire(registration, thread) as capabilities:
-                        ctx = replace(ctx, capabilities=capabilities)
-                        result.append(await self.services.blocking.call(execute, ctx))
+                # (children have execute: checked at definition)
+                result.append(await invoke(self.services, self.live, registration.tool, ctx))
             except Exception as exc:
                 failure.append(exc)
             finally:

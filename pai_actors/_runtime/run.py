@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import Any
 
 import trio
@@ -54,7 +53,6 @@ from .._core.state import RunStatus
 from .._core.trigger import is_notification
 from .._core.updates import ToolDataUpdated
 from .._tools.agent import RuntimeScope
-from .._tools.capabilities import Capabilities
 from .._tools.context import (
     AbortController,
     InitialEntry,
@@ -69,6 +67,7 @@ from .._tools.context import (
 from .._tools.registration import ToolRegistration
 from .children import ChildCalls, child_registrations
 from .history import model_messages
+from .invoke import call_context, invoke
 from .live import LiveRun, RunMessage
 from .prepare import (
     describe_children,
@@ -86,7 +85,6 @@ from .run_io import (
     write_call,
 )
 from .services import Services
-from .subagents import agent_runner
 
 CLEANUP_SECONDS = 10.0
 _PARENT_RETURNED = "the parent call returned"
@@ -547,19 +545,17 @@ class _CallDriver:
         assert registration is not None
         assert registration.tool.execute is not None
         context = await tool_context(services, self.live, registration)
-        ctx = ToolContext(
-            input=tool_input,
-            context=context,
+        ctx = call_context(
+            services,
+            self.live,
             agent_id=self.live.agent_id,
             thread=thread,
             signal=self.controller.signal,
-            entry=entry,
+            input=tool_input,
+            context=context,
             data=ToolDataWriter(self._write_data, self._list_data),
+            entry=entry,
             suspend_history=[episode_view(e).to_wire() for e in self.record.episodes],
-            capabilities=Capabilities(),
-            files=self.services.files(self.live, thread.tool_call_id),
-            agents=agent_runner(services, self.live, thread, self.controller.signal),
-            _trigger=partial(services.trigger, self.live.thread_id),
         )
         if registration.tool.tools:
             return await self._execute_with_children(registration, ctx, spec, started)
@@ -567,24 +563,10 @@ class _CallDriver:
             await self.write(start_entry(self.record))
             self.live.resumes_started.add(started)  # no checkpoint between this and execute
         try:
-            result = await self._call_execute(registration, ctx)
+            result = await invoke(services, self.live, registration.tool, ctx)
         except Exception as exc:
             return finish_exception(self.record, await services.error_text(exc, thread))
         return self._outcome(result, spec)
-
-    async def _call_execute(self, registration: ToolRegistration, ctx: ToolContext) -> Any:
-        """``execute(ctx)``, inside the tool's capability facades when it declares any
-        (acquired before, released after, also on failure and cancellation); a plain ``def``
-        in a worker thread unless the runtime runs them inline (see ``_blocking``)."""
-        execute = registration.tool.execute
-        assert execute is not None
-        declared = registration.tool.capabilities
-        if not declared:
-            return await self.services.blocking.call(execute, ctx)
-        async with self.services.acquire(declared, self.live, ctx.thread) as capabilities:
-            return await self.services.blocking.call(
-                execute, replace(ctx, capabilities=capabilities)
-            )
 
     async def _execute_with_children(
         self,
@@ -627,15 +609,14 @@ class _CallDriver:
                 infos=infos,
                 supervisor=supervisor,
                 parent_signal=ctx.signal,
-                acquire=lambda child, thread: self.services.acquire(
-                    child.tool.capabilities, live, thread
-                ),
             )
             if started is not None:  # a re-entry: started, durably, before ``execute`` runs
                 await self.write(start_entry(self.record))
                 live.resumes_started.add(started)  # no checkpoint between this and execute
             try:
-                result = await self._call_execute(registration, replace(ctx, tools=calls.map))
+                result = await invoke(
+                    self.services, live, registration.tool, replace(ctx, tools=calls.map)
+                )
             except Exception as exc:
                 result = exc
             finally:

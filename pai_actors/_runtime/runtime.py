@@ -83,6 +83,7 @@ from .resolution import resolve
 from .run import CLEANUP_SECONDS, record_cancelled, resumable, run_actor
 from .run_io import RUNTIME_CLOSING, stage_call
 from .services import MapError, Services
+from .subagents import run_agent
 from .watch import DEFAULT_WATCH_CAPACITY, PublishingTransaction, ThreadWatch, WatchHub
 
 _RUN_MAILBOX = 1024
@@ -194,6 +195,7 @@ class AgentRuntime:
             thread=self._thread,
             agent_of=self.agent_of,
             trigger=self.trigger,
+            run_agent=run_agent,
         )
 
     @property

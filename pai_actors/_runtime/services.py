@@ -30,6 +30,7 @@ from .._core.records import StoredCall, ThreadRecord
 from .._core.updates import ThreadUpdate
 from .._store.base import Store, Transaction
 from .._tools.agent import AgentDefinition
+from .._tools.agent_runner import AgentRunResult
 from .._tools.blocking import BlockingTools
 from .._tools.capabilities import Binding, Capabilities, acquire_capabilities
 from .._tools.context import ToolThread
@@ -56,7 +57,7 @@ class Services:
     admission state, ``activate_soon(call)`` activates the run of an accepted submission,
     ``park(run_id)`` records a run that will not start here ``waiting``, ``run_ended(live)``
     is the run actor's last word, ``thread(thread_id)`` reads a hosted thread, ``trigger``
-    is :meth:`AgentRuntime.trigger`.
+    is :meth:`AgentRuntime.trigger`, ``run_agent`` runs a sub-agent (``subagents``).
     """
 
     store: Store
@@ -84,6 +85,7 @@ class Services:
     thread: Callable[[str], Awaitable[ThreadRecord]]
     agent_of: Callable[[ThreadRecord], AgentDefinition]
     trigger: Callable[..., Awaitable[None]]
+    run_agent: Callable[..., Awaitable[AgentRunResult]]
 
     def spec_for(self, call: StoredCall, agent: AgentDefinition) -> CallSpec | None:
         """The schemas a call is judged by: its tool's, or a client tool's (``None``: the

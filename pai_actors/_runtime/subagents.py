@@ -19,8 +19,7 @@ model steps (:class:`AgentRunError` beyond).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from functools import partial
+from dataclasses import dataclass
 from typing import Any
 
 import trio
@@ -42,13 +41,10 @@ from .._core.model import (
 from .._core.parts import ToolDataItem
 from .._core.step import accumulate_step
 from .._tools.agent import RuntimeScope
-from .._tools.agent_runner import AgentRunner, AgentRunResult
-from .._tools.capabilities import Capabilities
+from .._tools.agent_runner import AgentRunResult
 from .._tools.context import (
     AbortController,
     AbortSignal,
-    InitialEntry,
-    ToolContext,
     ToolDataWriter,
     ToolFailResult,
     ToolSuspendResult,
@@ -57,6 +53,7 @@ from .._tools.context import (
 )
 from .._tools.registration import ToolRegistration, call_callback
 from .history import bare_output
+from .invoke import call_context, invoke
 from .live import LiveRun
 from .prepare import prepare_tools, resolve_runtime_context
 from .services import Services
@@ -177,25 +174,17 @@ class _SubRun:
                     client_data=live.client_data,
                 )
             )
-            ctx = ToolContext(
-                input=parsed,
-                context=context,
+            ctx = call_context(
+                services,
+                live,
                 agent_id=self.agent_id,
                 thread=thread,
                 signal=controller.signal,
-                entry=InitialEntry(),
+                input=parsed,
+                context=context,
                 data=ToolDataWriter(_no_data, _no_list),
-                capabilities=Capabilities(),
-                files=services.files(live, thread.tool_call_id),
-                agents=agent_runner(services, live, thread, controller.signal),
-                _trigger=partial(services.trigger, live.thread_id),
             )
-            execute = definition.execute
-            if definition.capabilities:
-                async with services.acquire(definition.capabilities, live, thread) as capabilities:
-                    result = await call_callback(execute, replace(ctx, capabilities=capabilities))
-            else:
-                result = await call_callback(execute, ctx)
+            result = await invoke(services, live, definition, ctx)
         except Exception as exc:
             return _error(await services.error_text(exc, thread))
         if isinstance(result, ToolSuspendResult):
@@ -237,15 +226,16 @@ async def _no_list(name: str) -> list[ToolDataItem]:
     return []
 
 
-def agent_runner(
-    services: Services, live: LiveRun, caller: ToolThread, signal: AbortSignal
-) -> AgentRunner:
-    """The ``ctx.agents`` of a call of ``live``: sub-runs of the runtime's agents, inside the
-    call (cancelled with it; each of their calls' signals aborted with its reason)."""
-
-    async def start(
-        agent_id: str, prefix: str, prompt: str, max_steps: int, signal: AbortSignal
-    ) -> AgentRunResult:
-        return await _SubRun(services, live, agent_id, prefix).run(prompt, max_steps, signal)
-
-    return AgentRunner(services.agents, caller, signal, start)
+async def run_agent(
+    services: Services,
+    live: LiveRun,
+    agent_id: str,
+    prefix: str,
+    prompt: str,
+    max_steps: int,
+    signal: AbortSignal,
+) -> AgentRunResult:
+    """Run the agent ``agent_id`` on ``prompt`` inside a call of ``live`` (what
+    ``ctx.agents.run`` does; the runtime gives it to the actors as ``Services.run_agent``):
+    cancelled with the call, each of its calls' signals following ``signal``."""
+    return await _SubRun(services, live, agent_id, prefix).run(prompt, max_steps, signal)

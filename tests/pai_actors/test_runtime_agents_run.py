@@ -232,3 +232,51 @@ async def _run_with_zero_steps() -> None:
         await rt.send(thread_id, "go")
         await rt.wait_idle(thread_id)
     raise errors[0]
+
+
+async def test_a_plain_def_tool_of_a_sub_run_runs_in_a_worker_thread_as_at_top_level() -> None:
+    """One path calls execute: a plain ``def`` tool of a sub-agent run runs in a worker
+    thread (``sync_tools="thread"``), as it does when the model calls it at top level; it
+    used to run on the trio thread inside ctx.agents.run."""
+    where: list[tuple[str, bool]] = []
+
+    def weather(ctx: ToolContext) -> Any:
+        where.append((ctx.thread.tool_call_id, trio.lowlevel.in_trio_task()))
+        return {"city": ctx.input.city, "sky": "clear"}
+
+    async def research(ctx: ToolContext) -> Any:
+        return (await ctx.agents.run("researcher", ctx.input.question)).text
+
+    weather_tool = define_tool(
+        id="t.weather.v1", description="Weather.", input_schema=City, execute=weather
+    )
+    ask_tool = define_tool(
+        id="t.ask-researcher.v1", description="Ask.", input_schema=Question, execute=research
+    )
+    pai = create_pai(
+        {
+            "front": define_agent(name="Front", tools={"ask": ask_tool, "weather": weather_tool}),
+            "researcher": define_agent(name="Researcher", tools={"weather": weather_tool}),
+        }
+    )
+    model = ScriptedModel(
+        [
+            [tool_call("weather", {"city": "Bergen"})],  # front, step 1: at top level
+            [tool_call("ask", {"question": "Weather in Oslo?"})],  # front, step 2
+            [tool_call("weather", {"city": "Oslo"})],  # researcher, step 1: in the sub-run
+            text("Clear."),  # researcher, step 2
+            text("Both are clear."),  # front, step 3
+        ]
+    )
+    with trio.fail_after(10):
+        async with create_test_runtime(pai, model=model, sync_tools="thread") as rt:
+            thread_id = await rt.create_thread("s")
+            await rt.send(thread_id, "How is the weather?")
+            await rt.wait_idle(thread_id)
+            state = await rt.get_state(thread_id)
+    top, ask = tool_parts(state)
+    assert (ask.state, ask.output) == ("output-available", "Clear.")
+    assert where == [
+        (top.tool_call_id, False),  # a worker thread, not a trio task
+        (f"{ask.tool_call_id}/researcher.1/call_1", False),  # the same in the sub-run
+    ]

@@ -114,7 +114,7 @@ async def test_blocking_tools_run_in_parallel_up_to_the_limit() -> None:
     model = answer_after_tools([tool_call("block", {"n": i}) for i in range(2 * limit)])
     with trio.fail_after(TIMEOUT):
         async with create_agent_runtime(agent, model=model, thread_limit=limit) as rt:
-            assert rt.blocking.statistics().sync_tools == "thread"
+            assert rt.blocking_statistics().sync_tools == "thread"
             thread_id = await rt.create_thread("s")
             await rt.send(thread_id, "go")
             await rt.wait_idle(thread_id)
@@ -192,14 +192,14 @@ async def test_a_cancelled_blocking_call_is_recorded_at_once_and_its_late_result
             assert part.state == "output-error"
             assert part.error_text == "The tool call was cancelled: the user left"
             assert [r.status for r in state.runs] == ["cancelled"]
-            statistics = rt.blocking.statistics()
+            statistics = rt.blocking_statistics()
             assert (statistics.running, statistics.abandoned, statistics.discarded) == (1, 1, 0)
             assert not discards.records
 
             release.set()
             await wait_thread_event(discards.discarded)
             assert seen == [True]
-            statistics = rt.blocking.statistics()
+            statistics = rt.blocking_statistics()
             assert (statistics.running, statistics.abandoned, statistics.discarded) == (0, 0, 1)
             [record] = discards.records
             assert (record.tool_call_id, record.tool_name, record.discarded) == (  # type: ignore[attr-defined]
@@ -367,7 +367,7 @@ async def test_inline_runs_plain_defs_on_the_trio_thread(
     model = answer_after_tools([tool_call("inline", {"n": 1})])
     with trio.fail_after(TIMEOUT):
         async with create_test_runtime(agent, model=model) as rt:  # inline by default
-            assert rt.blocking.statistics().sync_tools == "inline"
+            assert rt.blocking_statistics().sync_tools == "inline"
             thread_id = await rt.create_thread("s")
             await rt.send(thread_id, "go")
             await rt.wait_idle(thread_id)
