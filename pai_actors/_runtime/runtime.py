@@ -199,6 +199,11 @@ class AgentRuntime:
         )
 
     @property
+    def max_active_runs(self) -> int | None:
+        """How many runs this runtime keeps active at once (``None``: no limit)."""
+        return self._max_active_runs
+
+    @property
     def store(self) -> Store:
         """The store this runtime runs on."""
         return self._store

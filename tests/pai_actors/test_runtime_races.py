@@ -716,7 +716,7 @@ async def test_wait_idle_is_woken_when_the_thread_is_idle_not_at_every_change(
                 nursery.start_soon(wait)
                 await trio.testing.wait_all_tasks_blocked()  # the tool waits at its gate
                 event = rt._idle_waits[tid]
-                rt.notify(tid)  # a change that leaves the thread busy wakes nobody
+                rt._notify(tid)  # a change that leaves the thread busy wakes nobody
                 assert rt._idle_waits.get(tid) is event
                 assert not event.is_set()
                 gate.set()
