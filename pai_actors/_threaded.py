@@ -39,13 +39,13 @@ import pykka
 import trio
 
 from ._core.actions import ActionResult, PendingActionOrigin, PendingActionRef
+from ._core.client_tool import ClientTool
 from ._core.errors import RuntimeClosed
 from ._core.json import JsonValue
+from ._core.pending import PendingActionView
 from ._core.state import RunState, ThreadState
 from ._runtime.runtime import AgentRuntime
 from ._tools.blocking import BlockingToolStatistics
-from ._tools.pending import PendingActionView
-from ._tools.registration import ClientTool
 
 T = TypeVar("T")
 
@@ -176,13 +176,13 @@ class ThreadedRuntime:
             raise RuntimeClosed(f"the runtime's thread failed: {failure!r}") from failure
 
     def blocking_statistics(self) -> BlockingToolStatistics:
-        """The runtime's blocking tools now (:meth:`BlockingTools.statistics`: worker threads
-        running, abandoned after a cancellation, results discarded); read synchronously, as
-        the counters are kept under a lock."""
+        """The runtime's blocking tools now (:meth:`AgentRuntime.blocking_statistics`: worker
+        threads running, abandoned after a cancellation, results discarded); read
+        synchronously, as the counters are kept under a lock."""
         runtime = self._runtime
         if runtime is None:
             raise RuntimeClosed("this threaded runtime never started")
-        return runtime.blocking.statistics()
+        return runtime.blocking_statistics()
 
     def __enter__(self) -> ThreadedRuntime:
         return self

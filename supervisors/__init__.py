@@ -28,13 +28,13 @@ from ._exceptions import SupervisorError as SupervisorError
 from ._exit import Cancelled as Cancelled
 from ._exit import Crashed as Crashed
 from ._exit import ExitKind as ExitKind
-from ._exit import ExitNotice as ExitNotice
 from ._exit import ExitReason as ExitReason
 from ._exit import Normal as Normal
 from ._exit import Shutdown as Shutdown
+from ._mailbox import ExitNotice as ExitNotice
 from ._mailbox import Mailbox as Mailbox
-from ._mailbox import MailboxStatistics as MailboxStatistics
 from ._mailbox import Monitor as Monitor
+from ._mailbox_statistics import MailboxStatistics as MailboxStatistics
 from ._node import ActorInfo as ActorInfo
 from ._node import ActorSnapshot as ActorSnapshot
 from ._node import ExitRecord as ExitRecord

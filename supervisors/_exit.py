@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
-
-if TYPE_CHECKING:
-    from ._ref import ActorRef
+from typing import Literal, TypeAlias
 
 ExitKind: TypeAlias = Literal["normal", "cancelled", "crashed", "shutdown"]
 
@@ -68,11 +65,3 @@ class Shutdown:
 
 
 ExitReason: TypeAlias = Normal | Cancelled | Crashed | Shutdown
-
-
-@dataclass(frozen=True, slots=True)
-class ExitNotice:
-    """What a monitor receives: which actor exited and why."""
-
-    ref: ActorRef[Any]
-    reason: ExitReason

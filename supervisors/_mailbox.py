@@ -13,36 +13,26 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import trio
 from outcome import Error, Outcome, Value, capture
 
 from ._exceptions import MailboxClosed, MailboxFull
-from ._exit import ExitNotice
-
-if TYPE_CHECKING:
-    from ._exit import ExitReason
-    from ._node import Node
-    from ._ref import ActorRef
+from ._exit import ExitReason
+from ._mailbox_statistics import MailboxStatistics
+from ._node import Node
+from ._ref import ActorRef
 
 M = TypeVar("M")
 
 
 @dataclass(frozen=True, slots=True)
-class MailboxStatistics:
-    """A point-in-time record of a mailbox, from :meth:`Mailbox.statistics`."""
+class ExitNotice:
+    """What a monitor receives: which actor exited and why."""
 
-    capacity: int
-    depth: int
-    """Messages waiting to be received (notices included)."""
-    sent: int
-    """Messages accepted since the mailbox was made (notices included)."""
-    received: int
-    waiting_senders: int
-    """Senders blocked in ``tell``/``ask`` because the mailbox is full."""
-    waiting_receivers: int
-    closed: bool
+    ref: ActorRef[Any]
+    reason: ExitReason
 
 
 class Mailbox(Generic[M]):
@@ -98,7 +88,7 @@ class Mailbox(Generic[M]):
                 # Nothing held it: a new address of the exited actor, held weakly as the
                 # first was, so that it too is one object for as long as anything holds it.
                 assert self._exited_node is not None
-                ref = _exited_ref(self._exited_node, self)
+                ref = ActorRef._of_exited(self._exited_node, self)
                 self._exited_ref = weakref.ref(ref)
         assert ref is not None, "a mailbox's ref is set when its actor is spawned"
         return ref
@@ -373,9 +363,3 @@ class Monitor:
         ref = self._watcher._ref
         if ref is not None and ref._node.watching is not None:
             ref._node.watching.pop(self._key, None)
-
-
-def _exited_ref(node: Node, mailbox: Mailbox[M]) -> ActorRef[M]:
-    from ._ref import ActorRef  # (a cycle of imports otherwise: _ref imports this module)
-
-    return ActorRef._of_exited(node, mailbox)

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
 import trio
 
-if TYPE_CHECKING:
-    from ._exit import ExitReason
-    from ._mailbox import Mailbox
-    from ._ref import Reply
+from ._exit import ExitReason
+from ._mailbox_statistics import MailboxStatistics
 
 NodeKind: TypeAlias = Literal["actor", "supervisor"]
 NodeState: TypeAlias = Literal["running", "stopping", "exited"]
@@ -110,6 +108,26 @@ def format_tree(rows: Iterable[tuple[ActorInfo, str]]) -> str:
 ExitListener: TypeAlias = Callable[[ExitRecord], None]
 
 
+# ``_ref`` and ``_mailbox`` import this module: a node names the two things of theirs it
+# holds by what it needs of them.
+
+
+class OwnMailbox(Protocol):
+    """What a node needs of its actor's mailbox (a ``Mailbox``)."""
+
+    def __len__(self) -> int: ...
+
+    def statistics(self) -> MailboxStatistics: ...
+
+    def _owner_exited(self, node: Node) -> None: ...
+
+
+class PendingReply(Protocol):
+    """What a node needs of an ask its actor has to answer (a ``Reply``)."""
+
+    def _actor_exited(self, name: str, reason: ExitReason) -> None: ...
+
+
 class Tree:
     """Shared by every node under one root: id allocation."""
 
@@ -151,7 +169,7 @@ class Node:
         name: str,
         kind: NodeKind,
         parent: Node | None,
-        mailbox: Mailbox[Any] | None = None,
+        mailbox: OwnMailbox | None = None,
         restarts: int = 0,
     ) -> None:
         self.tree: Tree = parent.tree if parent is not None else Tree()
@@ -168,7 +186,7 @@ class Node:
         self.exit_reason: ExitReason | None = None
         self.exit_event: trio.Event | None = None
         self.listeners: list[ExitListener] | None = None
-        self.replies: set[Reply[Any]] | None = None
+        self.replies: set[PendingReply] | None = None
         self.monitors: dict[object, Callable[[ExitReason], None]] | None = None
         """Who watches this node: key -> deliver(reason)."""
         self.watching: dict[object, Callable[[], None]] | None = None

@@ -4,18 +4,37 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import trio
 from outcome import Error, Outcome, Value
 
 from ._exceptions import ActorExited, MailboxFull, ReplyAlreadySent
 from ._exit import Crashed, ExitReason
-from ._mailbox import Mailbox, MailboxStatistics
+from ._mailbox_statistics import MailboxStatistics
 from ._node import ActorInfo, Node
 
 M = TypeVar("M")
 R = TypeVar("R")
+
+
+class Inbox(Protocol[M]):
+    """What an :class:`ActorRef` needs of its actor's mailbox (a ``Mailbox``): the sending side.
+
+    A protocol because ``_mailbox`` imports this module: a mailbox hands out its owner's ref.
+    """
+
+    _ref: ActorRef[M] | None
+
+    def statistics(self) -> MailboxStatistics: ...
+
+    def _put_nowait(self, message: M, describe: str) -> None: ...
+
+    async def _put(self, message: M, describe: str) -> None: ...
+
+    async def _wait_for_room(self, message: M) -> None: ...
+
+    def _close(self, describe: str) -> None: ...
 
 
 class Reply(Generic[R]):
@@ -112,7 +131,7 @@ class ActorRef(Generic[M]):
 
     __slots__ = ("__weakref__", "_describe", "_grace", "_mailbox", "_node")
 
-    def __init__(self, node: Node, mailbox: Mailbox[M], grace: float) -> None:
+    def __init__(self, node: Node, mailbox: Inbox[M], grace: float) -> None:
         self._node = node
         self._mailbox = mailbox
         self._grace = grace
@@ -120,7 +139,7 @@ class ActorRef(Generic[M]):
         mailbox._ref = self
 
     @classmethod
-    def _of_exited(cls, node: Node, mailbox: Mailbox[M]) -> ActorRef[M]:
+    def _of_exited(cls, node: Node, mailbox: Inbox[M]) -> ActorRef[M]:
         """Another address of an exited actor (``mailbox.ref`` once its own was dropped)."""
         assert node.exit_reason is not None
         ref = cls.__new__(cls)

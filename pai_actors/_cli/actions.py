@@ -22,7 +22,7 @@ from jsonschema.protocols import Validator
 
 from .._client.client import open_client
 from .._core.json import JsonValue
-from .._tools.pending import PendingActionView
+from .._core.pending import PendingActionView
 
 Ask = Callable[[str], str]
 Say = Callable[[str], None]

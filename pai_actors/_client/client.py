@@ -46,10 +46,10 @@ from trio_websocket import (
 
 from .._core.actions import ActionResult, PendingActionRef
 from .._core.json import JsonValue
+from .._core.pending import PendingActionView
 from .._core.records import UploadedFile
 from .._core.state import RunState
 from .._protocol.frames import PROTOCOL_VERSION, encode
-from .._tools.pending import PendingActionView
 from .conversation import ClientThread
 from .errors import AuthenticationFailed, ClientError, ConnectionLost, ServerError
 

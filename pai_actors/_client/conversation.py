@@ -11,23 +11,20 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 import trio
 from pydantic import TypeAdapter
 
+from .._core.client_tool import ClientTool
 from .._core.errors import WatchOverflow
 from .._core.json import JsonValue
 from .._core.parts import Message, ToolPart
+from .._core.pending import PendingActionView
 from .._core.state import RunState, ThreadState
 from .._core.updates import ThreadUpdate
 from .._protocol.replica import ThreadReplica
-from .._tools.pending import PendingActionView
-from .._tools.registration import ClientTool
 from .errors import ClientError, ConnectionLost, ServerError
-
-if TYPE_CHECKING:
-    from .client import Client
 
 _UPDATE: TypeAdapter[ThreadUpdate] = TypeAdapter(ThreadUpdate)
 
@@ -46,11 +43,35 @@ class ThreadResynced:
     state: ThreadState
 
 
+class Connection(Protocol):
+    """What a :class:`ClientThread` needs of its client (a :class:`~pai_actors.client.Client`,
+    whose module imports this one): requests, and whether it is connected or has given up."""
+
+    @property
+    def _ws(self) -> object: ...
+
+    @property
+    def _failure(self) -> Exception | None: ...
+
+    async def request(self, op: str, **fields: Any) -> dict[str, Any]: ...
+
+    async def _request(
+        self,
+        op: str,
+        fields: Mapping[str, Any],
+        on_result: Callable[[dict[str, Any]], None] | None,
+    ) -> dict[str, Any]: ...
+
+    async def cancel_run(self, run_id: str, reason: str | None = None) -> RunState: ...
+
+    def action_view(self, action: Mapping[str, Any]) -> PendingActionView: ...
+
+
 class ClientThread:
     """A thread seen through a client: ``get_state()`` (kept current while watched),
     ``refresh()``, ``watch()``, ``send()`` and its pending actions."""
 
-    def __init__(self, client: Client, thread_id: str) -> None:
+    def __init__(self, client: Connection, thread_id: str) -> None:
         self._client = client
         self.thread_id = thread_id
         self._replica: ThreadReplica | None = None

@@ -26,6 +26,7 @@ import trio
 from .._core.errors import WatchOverflow
 from .._core.json import JsonValue
 from .._core.parts import ToolPart
+from .._core.pending import PendingActionView
 from .._core.state import ThreadState
 from .._core.updates import MessageAppended, MessageReplaced, ThreadUpdate, ToolPartUpdated
 from .._protocol.frames import Cursor, action_wire, snapshot_frame
@@ -33,7 +34,6 @@ from .._protocol.replica import ThreadReplica, UpdateLog
 from .._runtime.loading import pending_action_of_part
 from .._runtime.runtime import AgentRuntime
 from .._tools.agent import AgentDefinition
-from .._tools.pending import PendingActionView
 
 _RUNTIME_WATCH_CAPACITY = 4096
 _log = logging.getLogger("pai_actors.server")
@@ -200,8 +200,7 @@ class FeedHub:
                 ) as updates:
                     assert updates.snapshot is not None
                     feed.agent = self._rt.agent_of(await self._rt.get_thread(feed.thread_id))
-                    for call in await self._rt.store.list_calls(feed.thread_id):
-                        feed.runs[call.message_id] = call.run_id
+                    feed.runs.update(await self._rt.message_runs(feed.thread_id))
                     log = UpdateLog(
                         feed.thread_id,
                         f"{self._instance}.{next(self._epochs)}",
@@ -256,12 +255,11 @@ class FeedHub:
             return
         if message_id in feed.runs:
             return
-        where = self._rt.message_index.get(message_id)
-        if where is not None:
-            feed.runs[message_id] = where[1]
+        run_id = self._rt.message_run(message_id)
+        if run_id is not None:
+            feed.runs[message_id] = run_id
             return
-        for call in await self._rt.store.list_calls(feed.thread_id):
-            feed.runs[call.message_id] = call.run_id
+        feed.runs.update(await self._rt.message_runs(feed.thread_id))
 
     def _publish(self, feed: Feed, log: UpdateLog, update: Any) -> None:
         action, actions = update_actions(self._rt, update, feed)

@@ -43,6 +43,7 @@ from trio_websocket import (
 )
 
 from .._core.actions import ActionResult, PendingActionRef
+from .._core.client_tool import ClientTool
 from .._core.errors import (
     AgentNotFound,
     FileNotFound,
@@ -78,7 +79,7 @@ from .._protocol.frames import (
     watch_ended_frame,
 )
 from .._runtime.runtime import AgentRuntime
-from .._tools.registration import ClientTool, call_callback
+from .._tools.registration import call_callback
 from .feeds import FeedHub, Subscriber, state_actions, view_wire
 
 _log = logging.getLogger("pai_actors.server")
@@ -348,8 +349,8 @@ class _Connection:
         if isinstance(request, SubmitActionRequest | CancelActionRequest | FailActionRequest):
             return action_result_wire(await self._resolve(request))
         if isinstance(request, CancelRunRequest):
-            run = await rt.store.get_run(request.run_id)
-            if run is None or not await self._owns(run.thread_id):
+            run_thread = await rt.run_thread(request.run_id)
+            if run_thread is None or not await self._owns(run_thread):
                 raise _Refused("not-found", f"no run {request.run_id!r} in your scope")
             ended = await rt.cancel_run(request.run_id, request.reason)
             return {"run": ended.to_wire()}
@@ -377,8 +378,7 @@ class _Connection:
         return await self._rt.fail_action(ref, request.error)
 
     async def _owns(self, thread_id: str) -> bool:
-        thread = await self._rt.store.get_thread(thread_id)
-        return thread is not None and thread.scope_key == self.identity.scope_key
+        return await self._rt.thread_scope(thread_id) == self.identity.scope_key
 
     async def _in_scope(self, thread_id: str) -> None:
         if not await self._owns(thread_id):

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from pai_actors._server.application import ApplicationError, load_factory
 from pai_actors._cli import main
 from pai_actors._cli.protocol_demo import run_protocol_demo
+from pai_actors._server.application import ApplicationError, load_factory
 from pai_actors.client import open_client
 
 

@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pai_actors import ActionResult, PendingActionRef
+from pai_actors._core.json import JsonValue
 from pai_actors._protocol.frames import (
     OPS,
     PROTOCOL_VERSION,
@@ -43,7 +44,6 @@ from pai_actors._protocol.frames import (
     update_frame,
     watch_ended_frame,
 )
-from pai_actors._core.json import JsonValue
 
 REF_WIRE: dict[str, Any] = {
     "kind": "tool",

@@ -44,8 +44,8 @@ from pai_actors import (
     ToolPart,
     ToolPartUpdated,
 )
-from pai_actors._protocol.frames import Cursor, action_wire, snapshot_frame
 from pai_actors._core.parts import Role
+from pai_actors._protocol.frames import Cursor, action_wire, snapshot_frame
 from pai_actors._protocol.replica import ThreadReplica, UpdateLog
 
 THREAD = "thread_1"

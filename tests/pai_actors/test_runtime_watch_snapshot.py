@@ -39,11 +39,11 @@ from pai_actors import (
     define_agent,
     define_tool,
 )
-from pai_actors._server.feeds import update_actions
-from pai_actors._protocol.frames import action_wire, snapshot_frame
 from pai_actors._core.json import JsonValue
-from pai_actors._runtime.loading import pending_action_of_part
+from pai_actors._protocol.frames import action_wire, snapshot_frame
 from pai_actors._protocol.replica import ThreadReplica, UpdateLog
+from pai_actors._runtime.loading import pending_action_of_part
+from pai_actors._server.feeds import update_actions
 from pai_actors._store.base import AppendMessage, Write
 from pai_actors.testing import ScriptedModel, create_test_runtime, text, tool_call
 
