@@ -1,6 +1,6 @@
 """``pai-actors demo``: a server and a client, then the supervision tree underneath.
 
-The first half (``_protocol_demo``) serves a billing agent over the protocol and plays a
+The first half (``_cli.protocol_demo``) serves a billing agent over the protocol and plays a
 client: the tool's live progress, its pending approval, a server restart the client rides
 out, the approval and the result. The second half shows the foundation: a
 tree is spawned, a child crashes and its supervisor restarts it (with ``rest_for_one``, its

@@ -3,7 +3,7 @@
 A client thread keeps a :class:`ThreadReplica` of the thread (``get_state()``): read once
 when opened, then kept current from the server's snapshot and numbered update frames while
 it is watched (the connection is the :class:`~pai_actors.client.Client`'s; see
-``_client``).
+``_client.client``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The values of the tool-call core: the immutable :class:`CallRecord`, its spec and effects.
 
-``_calls`` holds the pure transitions between records; this module holds only the values
+``_core.calls`` holds the pure transitions between records; this module holds only the values
 they pass around, so that the runtime's actors can import them without the transitions.
 """
 

@@ -13,14 +13,12 @@ from typing import NoReturn
 
 from .errors import DefinitionError, SchemaError
 from .ids import check_name
-from .json import JsonValue
+from .model import JsonSchema
 from .schema import Schema, json_schema
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _repr = reprlib.Repr()
 _repr.maxstring = _repr.maxother = 60
-
-JsonSchema = dict[str, JsonValue]
 
 
 def check_tool_name(value: object, *, what: str) -> str:

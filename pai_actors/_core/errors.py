@@ -176,7 +176,7 @@ class ScriptedModelError(PaiError):
 
 
 class InvalidTransition(PaiError):
-    """A tool-call event arrived in a state that cannot take it (``_calls``' transitions).
+    """A tool-call event arrived in a state that cannot take it (``_core.calls``' transitions).
 
     The runtime drives the call core; an event it should never send (an output while the
     call is suspended, a second suspension while one is pending) is a bug there, not in the

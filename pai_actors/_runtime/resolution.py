@@ -1,7 +1,7 @@
 """Resolving a pending action: :func:`resolve` (``submit_action``, ``cancel_action`` and
 ``fail_action`` of :class:`AgentRuntime` all go through it).
 
-The submission is judged by the pure core (``_calls``) against the stored call, written
+The submission is judged by the pure core (``_core.calls``) against the stored call, written
 with the call's part in one transaction (a conflict: judge it again), and then the call's
 run is woken, or activated when its actor is not alive. Nothing here can lose an accepted
 submission: the stored call is the intent, and the run's actor resumes it whenever it looks

@@ -577,7 +577,7 @@ class _CallDriver:
     ) -> Step:
         """``execute`` of a tool with children: each child's registration resolved once
         first (a failure: the parent never starts), the children run as actors under a
-        supervisor that lives as long as this invocation (see ``_children``)."""
+        supervisor that lives as long as this invocation (see ``_runtime.children``)."""
         live = self.live
         name = self.record.name
         children = child_registrations(registration.tool.tools)

@@ -1,11 +1,11 @@
 """The runtime: :func:`create_agent_runtime` and :class:`AgentRuntime`.
 
 ``AgentRuntime`` is an async context manager owning the root supervisor: each run is an
-actor under it, and each tool call an actor under its run (see ``_run``). Pending actions
-are resolved here: the submission is judged by the pure core (``_calls``), written with the
+actor under it, and each tool call an actor under its run (see ``_runtime.run``). Pending actions
+are resolved here: the submission is judged by the pure core (``_core.calls``), written with the
 call's part in one transaction, and then the run is woken; its actor resumes every accepted
 submission without a live actor and runs ``on_output`` for every output not yet
-observed (see ``_run``). A run that is not alive (after the runtime
+observed (see ``_runtime.run``). A run that is not alive (after the runtime
 was reopened on the same store) is activated by a runtime-owned task, never in the
 submitter's cancel scope, and only while its stored status is ``running`` or ``waiting``.
 
@@ -210,7 +210,8 @@ class AgentRuntime:
 
     def message_location(self, message_id: str) -> tuple[str, str] | None:
         """The thread and run of the message ``message_id``, when this runtime made it or
-        loaded its thread recently (a bounded index), else ``None``."""
+        loaded its thread recently (a bounded index), else ``None``: ask
+        :meth:`message_runs`."""
         return self._message_index.get(message_id)
 
     def thread_agent(self, thread_id: str) -> AgentDefinition | None:
@@ -491,12 +492,6 @@ class AgentRuntime:
         run id (a message without tool calls is not there)."""
         return {call.message_id: call.run_id for call in await self._store.list_calls(thread_id)}
 
-    def message_run(self, message_id: str) -> str | None:
-        """The run that made the message ``message_id``, when this runtime saw it made or
-        loaded it recently (else ``None``: ask :meth:`message_runs`)."""
-        where = self._message_index.get(message_id)
-        return None if where is None else where[1]
-
     def blocking_statistics(self) -> BlockingToolStatistics:
         """The worker-thread calls of plain ``def`` tools: running, abandoned after a
         cancellation, results discarded (read synchronously)."""
@@ -569,7 +564,7 @@ class AgentRuntime:
 
     async def _park(self, run_id: str) -> None:
         """Record ``run_id`` ``waiting`` if it is stored ``running`` but no actor will take it
-        up (a submission recorded it running, see ``_resolution``, or it was queued for a
+        up (a submission recorded it running, see ``_runtime.resolution``, or it was queued for a
         slot of ``max_active_runs``): a closed runtime leaves no run said to be running. (A
         stopped process leaves such runs ``running``; the next load activates them all the
         same, as it does a ``waiting`` run with an accepted submission or no calls yet.)"""
@@ -624,7 +619,7 @@ class AgentRuntime:
         self, thread_id: str, notification: str, *, data: Any = None, hidden: bool = False
     ) -> None:
         """Append a server notification to the thread and continue generation (what
-        ``ctx.trigger`` does; see ``_trigger``). Returns once the notification is stored:
+        ``ctx.trigger`` does; see ``_core.trigger``). Returns once the notification is stored:
         the run that answers it starts at once when the thread is idle, after the thread's
         run otherwise, with or without a client connected."""
         self._check_open()

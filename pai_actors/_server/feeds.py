@@ -255,9 +255,9 @@ class FeedHub:
             return
         if message_id in feed.runs:
             return
-        run_id = self._rt.message_run(message_id)
-        if run_id is not None:
-            feed.runs[message_id] = run_id
+        where = self._rt.message_location(message_id)
+        if where is not None:
+            feed.runs[message_id] = where[1]
             return
         feed.runs.update(await self._rt.message_runs(feed.thread_id))
 

@@ -1,5 +1,5 @@
-"""The protocol server: a trio shell around the frames (``_frames``), the feeds (``_feeds``)
-and a runtime, on trio-websocket.
+"""The protocol server: a trio shell around the frames (``_protocol.frames``), the feeds
+(``_server.feeds``) and a runtime, on trio-websocket.
 
 ``async with open_server(rt, authenticate=...) as server:`` serves ``server.url`` until the
 block ends. A connection presents a bearer token (``Authorization: Bearer <token>``) in its

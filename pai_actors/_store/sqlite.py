@@ -17,7 +17,7 @@ are what lookups, ordering and conflict checks need, written from the record in 
 statement, so they never disagree with it. A part has its own row, so putting one tool part
 of a large message writes one row. The keys do the conflict checks: each write is one
 statement that a primary key, a foreign key (``foreign_keys=ON``) or the one-active-run index
-refuses, or an update conditioned on the stored revision (see ``_sqlite_writes``).
+refuses, or an update conditioned on the stored revision (see ``_store.sqlite_writes``).
 
 Why synchronous calls on the trio thread, not ``trio.to_thread``: everything here must run
 under ``trio.testing.MockClock(autojump_threshold=0)``, where a thread hop looks idle and

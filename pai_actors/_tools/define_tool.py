@@ -13,7 +13,7 @@ import inspect
 import reprlib
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NoReturn, overload
+from typing import Any, NoReturn, overload
 
 from pydantic import TypeAdapter
 from typing_extensions import TypeForm, TypeVar
@@ -29,11 +29,9 @@ from .._core.schema import (
     compile_schema,
     frozen_mapping,
 )
+from .context import ToolContext
 from .registration import ToolRegistration
 from .tool import DescriptionContext, SuspendPoint, ToolConfig, ToolDefinition
-
-if TYPE_CHECKING:  # _context imports the runtime's collaborators, which import this module
-    from .context import ToolContext
 
 # Solved from ``input_schema`` / ``context_schema`` (or from ``execute``'s annotation);
 # ``Any`` when nothing says (a json_schema input, no context_schema, an unannotated lambda).

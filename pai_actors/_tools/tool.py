@@ -19,16 +19,14 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal
+from typing import Any, ClassVar, Generic, Literal
 
 from typing_extensions import TypeVar
 
 from .._core.capability import Capability
 from .._core.json import JsonValue
 from .._core.schema import _EMPTY, ToolSchemas, frozen_mapping
-
-if TYPE_CHECKING:  # _context imports the runtime's collaborators, which import this module
-    from .context import ToolContext
+from .context import ToolContext
 
 InputT = TypeVar("InputT", covariant=True, default=Any)
 ContextT = TypeVar("ContextT", covariant=True, default=Any)
