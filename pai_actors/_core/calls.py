@@ -225,16 +225,19 @@ INTERRUPTED_TEXT = (
 )
 
 
-def interrupt_call(record: CallRecord, *, rerun: bool, at: datetime) -> Step:
+def interrupt_call(
+    record: CallRecord, *, rerun: bool, at: datetime, error_text: str = INTERRUPTED_TEXT
+) -> Step:
     """A runtime found the call started (or still streaming) with nothing running it: the
-    process stopped. With ``rerun`` (the registration opts in), an ``executing`` call's
-    entry is to run again; otherwise the call ends in ``output-error`` saying so. Only an
-    unfinished call whose entry started can be interrupted."""
+    process stopped (or the call's actor failed before it recorded the outcome). With
+    ``rerun`` (the registration opts in), an ``executing`` call's entry is to run again;
+    otherwise the call ends in ``output-error`` with ``error_text``. Only an unfinished call
+    whose entry started can be interrupted."""
     _aware(at)
     if record.phase == "executing" and record.entry_started and rerun:
         return Step(replace(record, entry_started=False), ())
     if record.phase == "streaming" or (record.phase == "executing" and record.entry_started):
-        return _finish(record, "output-error", None, INTERRUPTED_TEXT)
+        return _finish(record, "output-error", None, error_text)
     raise InvalidTransition(
         f"call {record.tool_call_id!r} ({record.phase}) is not running, so it cannot have "
         "been interrupted"

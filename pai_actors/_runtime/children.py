@@ -36,13 +36,12 @@ from typing import Any
 
 import trio
 
-from supervisors import Supervisor
+from supervisors import Mailbox, Supervisor
 
 from .._core.errors import ToolInvocationError, ValidationFailed
 from .._core.json import JsonValue, to_json_value
 from .._core.parts import ToolDataItem
 from .._tools.context import (
-    AbortController,
     AbortSignal,
     ToolDataWriter,
     ToolFailResult,
@@ -52,6 +51,7 @@ from .._tools.context import (
 from .._tools.registration import ToolRegistration, as_registration, call_callback
 from .._tools.tool import ChildToolInfo
 from .._tools.tool_calls import BoundTool, ToolCallMap
+from .address import Abort, CallAddress, Entry, Start
 from .invoke import call_context, invoke
 from .live import LiveRun
 from .services import Services
@@ -77,10 +77,10 @@ class ChildCalls:
         enabled: Mapping[str, bool],
         infos: Mapping[str, ChildToolInfo],
         supervisor: Supervisor,
-        parent_signal: AbortSignal,
+        parent_address: CallAddress,
     ) -> None:
         self.services = services
-        self.parent_signal = parent_signal
+        self.parent_address = parent_address
         self.live = live
         self.parent = parent
         self.parent_context = parent_context
@@ -88,7 +88,7 @@ class ChildCalls:
         self.supervisor = supervisor
         self.fatal: Exception | None = None
         self.closed = False
-        self._running: set[AbortController] = set()  # the signals of the children running
+        self._running: set[CallAddress] = set()  # the addresses of the children running
         self._numbers = itertools.count(1)
         self.map = ToolCallMap(
             {
@@ -98,12 +98,13 @@ class ChildCalls:
         )
 
     def close(self, reason: str) -> None:
-        """The parent's ``execute`` returned: refuse every later call, and abort the children
-        still running with ``reason`` (their signals first, then their actors are cancelled
-        by the caller's supervisor: the same moment for the tool)."""
+        """The parent's ``execute`` returned: refuse every later call, and send the children
+        still running an :class:`Abort` with ``reason`` (each child's signal and scope at
+        once)."""
         self.closed = True
-        for controller in list(self._running):
-            controller.abort(reason)
+        abort = Abort(reason)
+        for address in list(self._running):
+            address.tell(abort)
 
     def refuse(
         self, child: str, problem: str, *, aborted: bool = False, reason: str | None = None
@@ -196,23 +197,29 @@ class ChildCalls:
         context: Any,
         abort_signal: AbortSignal | None,
     ) -> Any:
-        """Run the child's ``execute`` as a child actor; return what it returned."""
-        controller = AbortController()
-        self.parent_signal._follow(controller)  # the parent's abort reaches the child at once
-        self._running.add(controller)
+        """Run the child's ``execute`` as a child actor; return what it returned.
+
+        The child's address joins its parent's children (the parent's :class:`Abort` reaches
+        it in the same step, or at once if the parent was aborted already); its own
+        ``abort_signal``, the parent returning and the caller's cancellation each send it an
+        :class:`Abort`."""
+        address = CallAddress(thread.tool_call_id)
+        parent = self.parent_address
         done = trio.Event()
         result: list[Any] = []
         failure: list[Exception] = []
 
-        async def child_actor(mailbox: Any) -> None:
+        async def child_actor(mailbox: Mailbox[Entry]) -> None:
             try:
+                entry = await mailbox.receive()
+                assert isinstance(entry, Start), "a child is only ever started"
                 ctx = call_context(
                     self.services,
                     self.live,
                     agent_id=self.live.agent_id,
                     thread=thread,
-                    signal=controller.signal,
-                    input=parsed,
+                    signal=address.controller.signal,
+                    input=entry.input,
                     context=context,
                     data=ToolDataWriter(_no_data(child), _no_list(child)),
                 )
@@ -224,16 +231,20 @@ class ChildCalls:
                 done.set()
 
         number = thread.tool_call_id.rsplit(".", 1)[-1]
-        ref = self.supervisor.spawn(
-            child_actor, name=f"{child}-{number}", restart="temporary", capacity=0
+        address.ref = self.supervisor.spawn(
+            child_actor, name=f"{child}-{number}", restart="temporary", capacity=1
         )
+        address.tell(Start(parsed))
+        self._running.add(address)
+        parent.children.add(address)
+        if parent.aborted is not None:  # the parent is being cancelled already
+            address.tell(parent.aborted)
         aborted: list[str | None] = []
 
         async def watch(signal: AbortSignal) -> None:
             await signal.wait()
             aborted.append(signal.reason)
-            controller.abort(signal.reason)
-            ref.cancel(signal.reason)
+            address.tell(Abort(signal.reason))
 
         try:
             async with trio.open_nursery() as nursery:
@@ -242,14 +253,15 @@ class ChildCalls:
                 await done.wait()
                 nursery.cancel_scope.cancel()
         except BaseException:
-            # The caller was cancelled (its parent call is ending): stop the child too, with
-            # the parent's reason when it has one.
-            controller.abort(self.parent_signal.reason or "the parent call was cancelled")
-            ref.cancel(controller.signal.reason)
+            # The caller was cancelled (its parent call is ending, or the parent's execute
+            # gave up on it): stop the child too, with the parent's reason when it has one.
+            reason = parent.controller.signal.reason
+            address.tell(Abort(reason or "the parent call was cancelled"))
             raise
         finally:
-            self._running.discard(controller)
-        signal = controller.signal
+            self._running.discard(address)
+            parent.children.discard(address)
+        signal = address.controller.signal
         if aborted or (self.closed and signal.aborted) or not (result or failure):
             # Aborted by its abort_signal or by the parent returning (a child's own error or
             # output otherwise stays its outcome): the signal holds the reason.

@@ -19,7 +19,7 @@ from .._core.client_tool import ClientTool
 from .._core.model import Model
 from .._core.records import RunRecord, StoredCall, ThreadRecord
 from .._tools.agent import AgentDefinition
-from .._tools.context import AbortController
+from .address import Abort, CallAddress, Resume
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +41,10 @@ class LiveRun:
     a model step (from preparing the tools to storing the step's calls). ``cancelling`` is set
     by ``cancel_run``: no action of the run is resolved any more. ``agent_id``, ``agent`` and
     ``model`` are the thread's agent (its registry id and definition) and its model.
-    ``live_calls`` holds the tool call ids that have a live call actor. ``resumes_started``
+    ``addresses`` holds the address of every call that has a live call actor, by tool call
+    id (``active_calls`` counts them); ``inbox`` holds the :class:`Resume` messages sent to
+    calls of the run that have no actor yet (the run spawns one for each when it looks at
+    its calls). ``resumes_started``
     holds the action ids whose accepted submission's resume began the tool's ``execute`` in
     this activation: when the runtime closes, only those submissions are recorded cancelled;
     the others stay stored intent, resumed when a later runtime loads the thread.
@@ -58,16 +61,15 @@ class LiveRun:
     resume_message_id: str | None = None
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     status: Literal["running", "waiting"] = "running"
-    active_calls: int = 0
     changed: bool = False
     busy: bool = True
     stepping: bool = False
     passivated: bool = False
     waiting_message_id: str | None = None
     cancelling: bool = False
-    live_calls: set[str] = field(default_factory=set)
+    addresses: dict[str, CallAddress] = field(default_factory=dict)
+    inbox: dict[str, Resume] = field(default_factory=dict)
     resumes_started: set[str] = field(default_factory=set)
-    controllers: set[AbortController] = field(default_factory=set)
     handoff: tuple[StoredCall, CallRecord] | None = None
     cancel_reason: str | None = None
     runtime_context: Any = None
@@ -83,6 +85,25 @@ class LiveRun:
     @property
     def thread_id(self) -> str:
         return self.thread.thread_id
+
+    @property
+    def active_calls(self) -> int:
+        """How many calls of the run have a live actor."""
+        return len(self.addresses)
+
+    def abort_calls(self, reason: str | None) -> None:
+        """Send every live call of the run an :class:`Abort` with ``reason`` (its signal and
+        its scope, at once; its children with it)."""
+        abort = Abort(reason)
+        for address in list(self.addresses.values()):
+            address.tell(abort)
+
+    def deliver(self, tool_call_id: str, message: Resume) -> None:
+        """Send ``message`` to a call of the run that has no actor: the run starts one with
+        it when it next looks at its calls (see ``_runtime.run``)."""
+        self.inbox[tool_call_id] = message
+        self.changed = True
+        self.wake()
 
     def wake(self) -> None:
         try:

@@ -68,6 +68,7 @@ from .._tools.agent import AgentDefinition
 from .._tools.blocking import BlockingTools, BlockingToolStatistics
 from .._tools.capabilities import Binding
 from .._tools.files import DEFAULT_MAX_FILE_BYTES
+from .call import resumable
 from .live import LiveRun
 from .loading import (
     INDEX_CAPACITY,
@@ -80,7 +81,7 @@ from .loading import (
 )
 from .prepare import check_client_tools
 from .resolution import resolve
-from .run import CLEANUP_SECONDS, record_cancelled, resumable, run_actor
+from .run import CLEANUP_SECONDS, record_cancelled, run_actor
 from .run_io import RUNTIME_CLOSING, stage_call
 from .services import MapError, Services
 from .subagents import run_agent
@@ -247,8 +248,7 @@ class AgentRuntime:
         unstarted = dict(self._activating)  # their activations are cancelled just below
         self._nursery.cancel_scope.cancel()
         for live in list(self._runs.values()):
-            for controller in list(live.controllers):
-                controller.abort(RUNTIME_CLOSING)
+            live.abort_calls(RUNTIME_CLOSING)
         self._root.cancel(RUNTIME_CLOSING)
         try:
             result = await self._stack.__aexit__(exc_type, exc, tb)
@@ -807,8 +807,7 @@ class AgentRuntime:
         if live is not None:
             live.cancelling = True
             live.cancel_reason = reason
-            for controller in list(live.controllers):
-                controller.abort(reason)
+            live.abort_calls(reason)
             live.scope.cancel()
             await live.done.wait()
             return await self._run_state(run_id)

@@ -1,0 +1,455 @@
+"""The tool-call actor: one incarnation of a call from its entry to its next suspension or
+its end, and the supervision that restarts it after a failure that is not the tool's.
+
+A call's actor runs under its run's ``calls`` supervisor and receives the protocol of
+``_runtime.address``: a :class:`Start` or a :class:`Resume` (its entry), or an
+:class:`Abort` at any moment. It writes each new :class:`CallRecord` with its tool part in one
+store transaction before acting on it, and ends when the call suspends (passivation: the
+stored record is all that remains; a later :class:`Resume` starts a new actor) or finishes.
+
+Supervision. A tool's own failure (``execute`` raising, ``map_context`` raising, an output
+its schema refuses) is the call's outcome, never a restart. A failure of the runtime's own
+work (a store write that fails: recording the outcome, recording that a re-entry started,
+recording that ``on_output`` observed the output) crashes the actor, and its supervisor
+restarts it (``transient``) after a backoff (:func:`backoff`), from the call's last durable
+record: an accepted submission not yet started is resumed; an entry that had started is
+recorded interrupted, or run again when its registration says ``rerun_interrupted`` (the same
+rule a restarted process follows, so no call runs twice without consent); a suspended or
+finished call is left as it is. More than :data:`RESTART_INTENSITY` restarts within
+:data:`RESTART_PERIOD` seconds and the supervisor gives up: the run fails with an error that
+names the call and the last failure, and its other calls are aborted.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import Any
+
+import trio
+
+from supervisors import Mailbox, Supervisor, open_supervisor
+
+from .._core.actions import PendingActionRef
+from .._core.call_record import CallRecord, CallSpec, DataWritten
+from .._core.calls import (
+    Step,
+    episode_view,
+    finish_exception,
+    finish_failure,
+    finish_output,
+    interrupt_call,
+    not_offered,
+    start_entry,
+    suspend,
+    write_data,
+)
+from .._core.parts import ToolDataItem
+from .._core.records import StoredCall
+from .._core.updates import ToolDataUpdated
+from .._tools.context import (
+    InitialEntry,
+    ResumeEntry,
+    ToolContext,
+    ToolDataWriter,
+    ToolFailResult,
+    ToolSuspendResult,
+    ToolThread,
+    tool_failure_details,
+)
+from .._tools.registration import ToolRegistration
+from .address import CallAddress, Entry, Resume, Start
+from .children import ChildCalls, child_registrations
+from .invoke import call_context, invoke
+from .live import LiveRun
+from .prepare import describe_children, resolve_children
+from .run_io import observe_output, tool_context, write_call
+from .services import Services
+
+_PARENT_RETURNED = "the parent call returned"
+_log = logging.getLogger("pai_actors")
+
+RESTART_INTENSITY = 5
+"""At most this many restarts of a run's call actors ..."""
+RESTART_PERIOD = 60.0
+"""... within this many seconds; one more and the run fails."""
+RESTART_BACKOFF = 0.1
+"""The wait before a call actor's first restart, in seconds; it doubles with each restart of
+the call, up to :data:`RESTART_BACKOFF_CAP`."""
+RESTART_BACKOFF_CAP = 5.0
+
+RESTARTED_TEXT = "the tool call failed inside the runtime: {error}"
+"""The ``errorText`` of a call whose actor failed after its entry started and was not run
+again (``{error}``: the last failure's repr)."""
+
+
+def backoff(restarts: int) -> float:
+    """Seconds to wait before the ``restarts``-th restart of a call's actor (1, 2, ...)."""
+    return float(min(RESTART_BACKOFF_CAP, RESTART_BACKOFF * 2.0 ** (restarts - 1)))
+
+
+def resumable(record: CallRecord, action_id: str | None = None) -> bool:
+    """Whether ``record`` is an accepted submission whose resume has not run to a result:
+    ``executing`` after a ``submitted`` episode, or after an approval with no episode yet
+    (that of ``action_id``, if given); see ``CallRecord.resume_action_id``."""
+    resume = record.resume_action_id
+    return resume is not None and (action_id is None or resume == action_id)
+
+
+def action_ref(call: StoredCall, action_id: str, suspend_name: str | None) -> PendingActionRef:
+    record = call.record
+    return PendingActionRef(
+        thread_id=call.thread_id,
+        tool_name=record.name,
+        suspend_name=suspend_name,
+        message_id=call.message_id,
+        tool_call_id=record.tool_call_id,
+        run_id=call.run_id,
+        action_id=action_id,
+        name=record.action_name(suspend_name),
+    )
+
+
+def resume_of(call: StoredCall) -> Resume | None:
+    """The :class:`Resume` a stored call's accepted submission stands for (its durable
+    form), or ``None`` when it holds none (see :func:`resumable`)."""
+    record = call.record
+    action_id = record.resume_action_id
+    if action_id is None:
+        return None
+    if record.episodes:
+        episode = record.episodes[-1]
+        return Resume(action_ref(call, action_id, episode.name), episode.resume)
+    approval = record.approval
+    payload = (
+        {"approved": True, "reason": approval.reason}
+        if approval is not None and approval.id == action_id
+        else None  # an interrupted call its registration runs again
+    )
+    return Resume(action_ref(call, action_id, None), payload)
+
+
+def spawn_call(
+    services: Services, live: LiveRun, calls: Supervisor, call: StoredCall, entry: Entry
+) -> CallAddress:
+    """Start ``call``'s actor under the run's ``calls`` supervisor and send it ``entry``;
+    return its address (``live.addresses`` holds it until the call's actor is over).
+
+    One actor per activation of the call: it ends when the call suspends or finishes. An
+    incarnation that crashed is restarted by the supervisor (see the module docstring) and
+    keeps the address; the address is released only when an incarnation ends otherwise.
+    """
+    tool_call_id = call.record.tool_call_id
+    address = CallAddress(tool_call_id)
+
+    async def tool_call(mailbox: Mailbox[Entry]) -> None:
+        address.ref = mailbox.ref  # (the same ref, but for a restarted incarnation)
+        crashed = False
+        try:
+            if address.aborted is not None:  # a restart after an abort: nothing to run
+                return
+            if not address.restarts:
+                driver = _CallDriver(services, live, call, address)
+                await driver.run(await mailbox.receive())
+            else:
+                await _restarted(services, live, call, address)
+        except Exception as exc:
+            crashed = True  # its supervisor restarts it, or gives up and fails the run
+            address.restarts += 1
+            address.failure = exc
+            _log.exception(
+                "the actor of call %r failed (restart %d)", tool_call_id, address.restarts
+            )
+            raise
+        finally:
+            if not crashed:
+                if live.addresses.get(tool_call_id) is address:
+                    del live.addresses[tool_call_id]
+                live.wake()
+
+    live.addresses[tool_call_id] = address
+    try:
+        address.ref = calls.spawn(tool_call, restart="transient", capacity=1)
+    except BaseException:
+        del live.addresses[tool_call_id]
+        raise
+    address.tell(entry)
+    return address
+
+
+async def _restarted(
+    services: Services, live: LiveRun, call: StoredCall, address: CallAddress
+) -> None:
+    """A restarted incarnation: after its backoff, go on from the call's durable record."""
+    await trio.sleep(backoff(address.restarts))
+    current = await services.store.get_call(call.thread_id, call.record.tool_call_id)
+    if current is None:
+        return
+    driver = _CallDriver(services, live, current, address)
+    record = current.record
+    if record.phase == "done":  # recorded; only its observation may be missing
+        await observe_output(services, live, current)
+        return
+    if record.phase == "executing" and record.entry_started:  # it may have run: interrupted
+        registration = None if record.dynamic else live.agent.tools.get(record.name)
+        rerun = registration is not None and registration.rerun_interrupted
+        text = RESTARTED_TEXT.format(error=repr(address.failure))
+        step = interrupt_call(record, rerun=rerun, at=services.now(), error_text=text)
+        await driver.write(step.record)
+    entry = resume_of(driver.call)
+    if entry is not None:  # an accepted submission not started yet (or a call to run again)
+        await driver.run(entry)
+
+
+class _CallDriver:
+    """One incarnation of a call's actor: from its entry to its next suspension or its end.
+
+    ``fault`` is the exception of a write of the runtime's own that failed (recording that
+    a re-entry started): not the tool's, so it is raised out of the actor for its
+    supervisor, never made the call's outcome.
+    """
+
+    def __init__(
+        self, services: Services, live: LiveRun, call: StoredCall, address: CallAddress
+    ) -> None:
+        self.services = services
+        self.live = live
+        self.call = call
+        self.address = address
+        self.fault: Exception | None = None
+
+    @property
+    def record(self) -> CallRecord:
+        return self.call.record
+
+    async def write(self, record: CallRecord) -> None:
+        self.call = await write_call(self.services, self.call, record)
+
+    async def _start_entry(self, started: str) -> None:
+        """Record, durably, that the re-entry from ``started`` begins ``execute`` now (the
+        caller calls ``execute`` with no checkpoint after this returns)."""
+        try:
+            await self.write(start_entry(self.record))
+        except Exception as exc:
+            self.fault = exc
+            raise
+        self.live.resumes_started.add(started)
+
+    async def run(self, message: Entry) -> None:
+        services = self.services
+        if isinstance(message, Resume) and not resumable(self.record, message.action.action_id):
+            return  # resolved otherwise meanwhile (cancelled with its run, say)
+        spec = services.spec_for(self.call, self.live.agent)
+        if spec is None:  # no longer registered (loading refuses such threads; a safety net)
+            offered = list(self.live.agent.tools)
+            await self.write(not_offered(self.record, offered).record)
+            return
+        thread = ToolThread(
+            self.live.thread_id, self.live.run_id, self.record.tool_call_id, self.record.name
+        )
+        # Everything from here is inside this handler: an exception
+        # (resume-time parsing, ``map_context``, ``execute``, a malformed result) ends the
+        # call in ``output-error`` and the run goes on; only cancellation and a failure of
+        # the runtime's own writes propagate.
+        try:
+            if isinstance(message, Start):
+                step = await self._execute(InitialEntry(), spec, message.input, thread)
+            else:
+                started = message.action.action_id
+                parsed = self._parsed_input(spec)
+                entry = (  # approved, or run again: its first execution, from the initial one
+                    self._resume_entry(spec, message) if self.record.episodes else InitialEntry()
+                )
+                step = await self._execute(entry, spec, parsed, thread, started)
+        except Exception as exc:
+            if exc is self.fault:
+                raise
+            step = finish_exception(self.record, await services.error_text(exc, thread))
+        live = self.live
+        if step.record.phase == "suspended" and live.active_calls == 1 and live.handoff is None:
+            # The run's last live call stops at a suspension, so the run is about to wait:
+            # the run writes the suspension with its "waiting", in one commit (it writes it
+            # alone if it does not wait after all; a closing runtime's run keeps it).
+            live.handoff = (self.call, step.record)
+            live.changed = True  # look again before waiting or passivating
+            return
+        await self.write(step.record)
+        self.call = await observe_output(services, self.live, self.call)
+
+    def _parsed_input(self, spec: CallSpec) -> Any:
+        """The stored input as the tool's input schema parses it (for a re-entry)."""
+        if spec.input is None:
+            return self.record.input
+        return spec.input.parse(self.record.input, what="input")
+
+    def _resume_entry(self, spec: CallSpec, message: Resume) -> ResumeEntry:
+        """The entry of the accepted submission ``message`` carries: its payload as the
+        suspension's resume schema parses it, and its action."""
+        name = message.action.suspend_name
+        assert name is not None, "a suspension's action has its suspend name"
+        schemas = spec.suspend.get(name)
+        payload = message.payload
+        resume = payload if schemas is None else schemas[1].parse(payload, what="resume")
+        return ResumeEntry(name, resume, message.action)
+
+    async def _execute(
+        self,
+        entry: InitialEntry | ResumeEntry,
+        spec: CallSpec,
+        tool_input: Any,
+        thread: ToolThread,
+        started: str | None = None,
+    ) -> Step:
+        """Run ``execute`` from ``entry``; ``started``: the accepted action it goes on from
+        (recorded as started right before ``execute``, with no checkpoint in between)."""
+        services = self.services
+        registration = self.live.agent.tools.get(self.record.name)
+        assert registration is not None
+        assert registration.tool.execute is not None
+        context = await tool_context(services, self.live, registration)
+        ctx = call_context(
+            services,
+            self.live,
+            agent_id=self.live.agent_id,
+            thread=thread,
+            signal=self.address.controller.signal,
+            input=tool_input,
+            context=context,
+            data=ToolDataWriter(self._write_data, self._list_data),
+            entry=entry,
+            suspend_history=[episode_view(e).to_wire() for e in self.record.episodes],
+        )
+        if registration.tool.tools:
+            return await self._execute_with_children(registration, ctx, spec, started)
+        if started is not None:  # a re-entry: started, durably, before ``execute`` runs
+            await self._start_entry(started)  # no checkpoint between this and execute
+        try:
+            result = await invoke(services, self.live, registration.tool, ctx)
+        except Exception as exc:
+            return finish_exception(self.record, await services.error_text(exc, thread))
+        return self._outcome(result, spec)
+
+    async def _execute_with_children(
+        self,
+        registration: ToolRegistration,
+        ctx: ToolContext,
+        spec: CallSpec,
+        started: str | None,
+    ) -> Step:
+        """``execute`` of a tool with children: each child's registration resolved once
+        first (a failure: the parent never starts), the children run as actors under a
+        supervisor that lives as long as this invocation (see ``_runtime.children``)."""
+        live = self.live
+        name = self.record.name
+        children = child_registrations(registration.tool.tools)
+        states = await resolve_children(
+            name,
+            registration,
+            context=ctx.context,
+            identity=live.identity,
+            client_data=live.client_data,
+            invocation=True,
+        )
+        infos = await describe_children(
+            name,
+            registration,
+            context=ctx.context,
+            states=states,
+            identity=live.identity,
+            client_data=live.client_data,
+            invocation=True,
+        )
+        async with open_supervisor(name="children") as supervisor:
+            calls = ChildCalls(
+                self.services,
+                live,
+                ctx.thread,
+                parent_context=ctx.context,
+                registrations=children,
+                enabled=states,
+                infos=infos,
+                supervisor=supervisor,
+                parent_address=self.address,
+            )
+            if started is not None:  # a re-entry: started, durably, before ``execute`` runs
+                await self._start_entry(started)  # no checkpoint between this and execute
+            try:
+                result = await invoke(
+                    self.services, live, registration.tool, replace(ctx, tools=calls.map)
+                )
+            except Exception as exc:
+                result = exc
+            finally:
+                calls.close(_PARENT_RETURNED)  # an Abort to each child it did not await
+                supervisor.cancel(_PARENT_RETURNED)
+        if calls.fatal is not None:  # a child's lifecycle hook failed: fatal to the parent
+            result = calls.fatal
+        if isinstance(result, Exception):
+            return finish_exception(self.record, await self.services.error_text(result, ctx.thread))
+        return self._outcome(result, spec)
+
+    def _outcome(self, result: Any, spec: CallSpec) -> Step:
+        """The step for what ``execute`` returned: a suspension, a failure or an output."""
+        services = self.services
+        if isinstance(result, ToolSuspendResult):
+            return suspend(
+                self.record,
+                spec,
+                result.name,
+                result.input,
+                # Derived from the call, not drawn from new_id: unique in the thread and the
+                # same on every run of a test, whatever order trio runs concurrent calls in.
+                action_id=f"{self.record.tool_call_id}.{len(self.record.episodes) + 1}",
+                at=services.now(),
+            )
+        if isinstance(result, ToolFailResult):
+            return finish_failure(self.record, tool_failure_details(result)["message"])
+        return finish_output(self.record, spec, result)
+
+    def _new_data_id(self) -> str:
+        return self.services.new_id("data", self.call.thread_id, self.record.tool_call_id)
+
+    async def _write_data(
+        self, name: str, value: object, item_id: str | None, transient: bool
+    ) -> None:
+        schemas = self.live.agent.tools[self.record.name].tool._schemas.data
+        schema = schemas.get(name)
+        if schema is None:
+            declared = ", ".join(map(repr, schemas)) or "none"
+            raise ValueError(
+                f"tool {self.record.name!r} has no data channel {name!r} (declared: "
+                f"{declared}); declare it in define_tool(data_schemas=...)"
+            )
+        what = f"data[{name!r}]"
+        dumped = schema.dump(schema.parse(value, what=what), what=what)
+        step = write_data(
+            self.record,
+            name,
+            dumped,
+            item_id=item_id
+            or self.services.new_id("data", self.call.thread_id, self.record.tool_call_id),
+            at=self.services.now(),
+            transient=transient,
+        )
+        if not transient:
+            await self.write(step.record)
+            return
+        for effect in step.effects:
+            if isinstance(effect, DataWritten):
+                self.services.publish(
+                    ToolDataUpdated(
+                        thread_id=self.call.thread_id,
+                        tool_call_id=self.record.tool_call_id,
+                        channel=effect.channel,
+                        item=ToolDataItem(
+                            id=effect.item.id,
+                            value=effect.item.value,
+                            updated_at=effect.item.updated_at,
+                        ),
+                    )
+                )
+
+    async def _list_data(self, name: str) -> list[ToolDataItem]:
+        return await self.services.store.list_tool_data(
+            self.call.thread_id, self.record.tool_call_id, name
+        )
