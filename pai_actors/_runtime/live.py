@@ -7,6 +7,7 @@ calls, sub-agents) and the services record can all name it without importing eac
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -30,15 +31,29 @@ class CallChanged:
 RunMessage = CallChanged
 
 
+class RunActorPhase(enum.Enum):
+    """Where a live run's actor is in its loop (``LiveRun.phase``)."""
+
+    STARTING = "starting"  # spawned, resolving its context, not yet stepping or looking
+    STEPPING = "stepping"  # in a model step: from preparing the tools to storing its calls
+    LOOKING = "looking"  # reading its calls, spawning resumes, writing its status
+    LISTENING = "listening"  # waiting for its next message (the only phase not busy)
+    PASSIVATED = "passivated"  # it ended waiting only on pending actions (no actor soon)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}.{self.name}"
+
+
 @dataclass(eq=False)
 class LiveRun:
     """A run whose actor is alive: the runtime's in-memory handle on it.
 
     ``status``, ``active_calls``, ``changed`` and ``busy`` are what ``wait_idle`` looks at;
     they change only synchronously, so a reader never sees a half-made change. ``changed`` is
-    set by a submission and cleared when the run actor re-reads its calls; ``busy`` is clear
-    only while the run actor waits for a message. ``stepping`` is set while the run is in
-    a model step (from preparing the tools to storing the step's calls). ``cancelling`` is set
+    set by a submission and cleared when the run actor re-reads its calls. ``phase`` is where
+    the run's actor is (:class:`RunActorPhase`; only the run actor sets it): ``busy`` unless
+    it waits for a message, ``stepping`` in a model step, ``passivated`` once it ended
+    waiting only on pending actions. ``cancelling`` is set
     by ``cancel_run``: no action of the run is resolved any more. ``agent_id``, ``agent`` and
     ``model`` are the thread's agent (its registry id and definition) and its model.
     ``addresses`` holds the address of every call that has a live call actor, by tool call
@@ -62,9 +77,7 @@ class LiveRun:
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     status: Literal["running", "waiting"] = "running"
     changed: bool = False
-    busy: bool = True
-    stepping: bool = False
-    passivated: bool = False
+    phase: RunActorPhase = RunActorPhase.STARTING
     waiting_message_id: str | None = None
     cancelling: bool = False
     addresses: dict[str, CallAddress] = field(default_factory=dict)
@@ -85,6 +98,21 @@ class LiveRun:
     @property
     def thread_id(self) -> str:
         return self.thread.thread_id
+
+    @property
+    def busy(self) -> bool:
+        """Whether the run's actor is doing anything but waiting for its next message."""
+        return self.phase is not RunActorPhase.LISTENING
+
+    @property
+    def stepping(self) -> bool:
+        """Whether the run is in a model step."""
+        return self.phase is RunActorPhase.STEPPING
+
+    @property
+    def passivated(self) -> bool:
+        """Whether the run's actor ended waiting only on pending actions."""
+        return self.phase is RunActorPhase.PASSIVATED
 
     @property
     def active_calls(self) -> int:

@@ -46,7 +46,7 @@ from .call import (
     spawn_call,
 )
 from .history import model_messages
-from .live import LiveRun, RunMessage
+from .live import LiveRun, RunActorPhase, RunMessage
 from .prepare import prepare_tools, resolve_runtime_context
 from .run_io import (
     RUNTIME_CLOSING,
@@ -176,7 +176,7 @@ async def _step(services: Services, live: LiveRun, calls: Supervisor) -> str | N
     prepared tools are garbage once the step is stored, not kept while the run waits.)"""
     agent = live.agent
     thread_id = live.thread_id
-    live.stepping = True
+    live.phase = RunActorPhase.STEPPING
     await _set_status(services, live, "running")
     prepared = await prepare_tools(
         agent,
@@ -191,7 +191,7 @@ async def _step(services: Services, live: LiveRun, calls: Supervisor) -> str | N
     request = ModelRequest(agent.instructions, history, dict(prepared.tools))
     message_id = services.new_id("msg", thread_id)
     stored = await read_step(services, live, request, message_id, prepared.client_tools)
-    live.stepping = False
+    live.phase = RunActorPhase.LOOKING
     services.message_index[message_id] = (live.thread_id, live.run_id)
     if not stored and live.run.status == "completed":  # stored with its final answer
         services.notify(live.thread_id)
@@ -229,7 +229,7 @@ async def _wait_calls(
     run waits for its next message, so ``wait_idle`` never sees a look half done.
     """
     while True:
-        live.busy = True
+        live.phase = RunActorPhase.LOOKING
         live.changed = False
         handoff = live.handoff  # cleared once written (a closing run writes it otherwise)
         run_calls = [
@@ -266,14 +266,14 @@ async def _wait_calls(
             if handoff is not None:
                 live.handoff = handoff = None
             if live.active_calls == 0 and not live.changed:  # still: nothing to do but wait
-                live.passivated = True
+                live.phase = RunActorPhase.PASSIVATED
                 live.waiting_message_id = message_id
                 return False
         if handoff is not None:  # the run does not wait yet: the suspension is written alone
             await _write_handoff(services, live, handoff)
         if live.active_calls > 0 and live.status == "waiting":  # a resume runs
             await _set_status(services, live, "running")
-        live.busy = False
+        live.phase = RunActorPhase.LISTENING
         services.notify(live.thread_id)
         await mailbox.receive()
 
