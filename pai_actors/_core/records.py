@@ -128,6 +128,21 @@ class StoredCall(StoreRecord):
     def tool_call_id(self) -> str:
         return self.record.tool_call_id
 
+    def action_ref(self, action_id: str, suspend_name: str | None) -> PendingActionRef:
+        """The ref of this call's action ``action_id``: a suspension's (``suspend_name``),
+        or the approval's or the output action's (``None``)."""
+        record = self.record
+        return PendingActionRef(
+            thread_id=self.thread_id,
+            tool_name=record.name,
+            suspend_name=suspend_name,
+            message_id=self.message_id,
+            tool_call_id=record.tool_call_id,
+            run_id=self.run_id,
+            action_id=action_id,
+            name=record.action_name(suspend_name),
+        )
+
 
 class UploadedFile(StoreRecord):
     """A durable file's metadata; its body is stored apart from messages.

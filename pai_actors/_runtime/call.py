@@ -30,7 +30,6 @@ import trio
 
 from supervisors import Mailbox, Supervisor, open_supervisor
 
-from .._core.actions import PendingActionRef
 from .._core.call_record import CallRecord, CallSpec, DataWritten
 from .._core.calls import (
     Step,
@@ -96,20 +95,6 @@ def resumable(record: CallRecord, action_id: str | None = None) -> bool:
     return resume is not None and (action_id is None or resume == action_id)
 
 
-def action_ref(call: StoredCall, action_id: str, suspend_name: str | None) -> PendingActionRef:
-    record = call.record
-    return PendingActionRef(
-        thread_id=call.thread_id,
-        tool_name=record.name,
-        suspend_name=suspend_name,
-        message_id=call.message_id,
-        tool_call_id=record.tool_call_id,
-        run_id=call.run_id,
-        action_id=action_id,
-        name=record.action_name(suspend_name),
-    )
-
-
 def resume_of(call: StoredCall) -> Resume | None:
     """The :class:`Resume` a stored call's accepted submission stands for (its durable
     form), or ``None`` when it holds none (see :func:`resumable`)."""
@@ -119,14 +104,14 @@ def resume_of(call: StoredCall) -> Resume | None:
         return None
     if record.episodes:
         episode = record.episodes[-1]
-        return Resume(action_ref(call, action_id, episode.name), episode.resume)
+        return Resume(call.action_ref(action_id, episode.name), episode.resume)
     approval = record.approval
     payload = (
         {"approved": True, "reason": approval.reason}
         if approval is not None and approval.id == action_id
         else None  # an interrupted call its registration runs again
     )
-    return Resume(action_ref(call, action_id, None), payload)
+    return Resume(call.action_ref(action_id, None), payload)
 
 
 def spawn_call(

@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, TypeAlias
 
-from .._core.actions import PendingActionRef
 from .._core.call_record import CallRecord
 from .._core.errors import StoreConflict, StoreError
 from .._core.json import JsonValue
@@ -329,16 +328,7 @@ def open_actions(call: StoredCall) -> list[OpenAction]:
         found.append((record.tool_call_id, None, record.input))
     return [
         OpenAction(
-            ref=PendingActionRef(
-                thread_id=call.thread_id,
-                tool_name=record.name,
-                suspend_name=suspend_name,
-                message_id=call.message_id,
-                tool_call_id=record.tool_call_id,
-                run_id=call.run_id,
-                action_id=action_id,
-                name=record.action_name(suspend_name),
-            ),
+            ref=call.action_ref(action_id, suspend_name),
             input=shown,
             call=call,
         )

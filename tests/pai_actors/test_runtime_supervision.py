@@ -83,6 +83,16 @@ def finishes(tool_call_id: str) -> Callable[[list[Write]], bool]:
     return refuse
 
 
+async def run_to_idle(agent: Any, model: ScriptedModel, store: MemoryStore | None = None) -> Any:
+    """Send one message, wait until the thread is idle, return its state."""
+    with trio.fail_after(600):
+        async with create_test_runtime(agent, model=model, store=store) as rt:
+            thread_id = await rt.create_thread("s")
+            await rt.send(thread_id, "go")
+            await rt.wait_idle(thread_id)
+            return await rt.get_state(thread_id)
+
+
 def parts(state: Any) -> list[Any]:
     return [p for m in state.messages for p in m.parts if p.type != "text"]
 
@@ -141,12 +151,7 @@ async def test_a_call_whose_outcome_could_not_be_recorded_is_not_run_again(
     agent = define_agent(name="a", tools={"one": tool})
     model = ScriptedModel([[tool_call("one", {"n": 1}, id="c1")], text("done")])
     store = Flaky(finishes("c1"), times=1)
-    with trio.fail_after(60):
-        async with create_test_runtime(agent, model=model, store=store) as rt:
-            thread_id = await rt.create_thread("s")
-            await rt.send(thread_id, "go")
-            await rt.wait_idle(thread_id)
-            state = await rt.get_state(thread_id)
+    state = await run_to_idle(agent, model, store)
     assert ran == [1]  # started once: the restart records it, never runs it again
     [part] = parts(state)
     assert (part.state, part.error_text) == (
@@ -170,12 +175,7 @@ async def test_a_call_whose_registration_reruns_interrupted_calls_runs_again_aft
     agent = define_agent(name="a", tools={"one": ToolRegistration(tool, rerun_interrupted=True)})
     model = ScriptedModel([[tool_call("one", {"n": 2}, id="c1")], text("done")])
     store = Flaky(finishes("c1"), times=1)
-    with trio.fail_after(60):
-        async with create_test_runtime(agent, model=model, store=store) as rt:
-            thread_id = await rt.create_thread("s")
-            await rt.send(thread_id, "go")
-            await rt.wait_idle(thread_id)
-            state = await rt.get_state(thread_id)
+    state = await run_to_idle(agent, model, store)
     assert ran == [2, 2]  # consented: run again from its durable record
     [part] = parts(state)
     assert (part.state, part.output) == ("output-available", 20)
@@ -208,12 +208,7 @@ async def test_a_call_failing_past_the_restart_intensity_fails_the_run_naming_th
     )
     model = ScriptedModel([[tool_call("one", {}, id="c1"), tool_call("two", {}, id="c2")]])
     store = Flaky(finishes("c1"), times=None)  # the store refuses call c1's writes for good
-    with trio.fail_after(600):
-        async with create_test_runtime(agent, model=model, store=store) as rt:
-            thread_id = await rt.create_thread("s")
-            await rt.send(thread_id, "go")
-            await rt.wait_idle(thread_id)
-            state = await rt.get_state(thread_id)
+    state = await run_to_idle(agent, model, store)
     assert ran == [1]  # never run again
     assert store.refused == RESTART_INTENSITY + 1  # the first failure, then each restart's
     [run] = state.runs
@@ -244,12 +239,7 @@ async def test_a_tools_own_exception_is_its_outcome_never_a_restart(
     tool = define_tool(id="t.one.v1", description="One.", input_schema=Query, execute=execute)
     agent = define_agent(name="a", tools={"one": tool})
     model = ScriptedModel([[tool_call("one", {})], text("done")])
-    with trio.fail_after(10):
-        async with create_test_runtime(agent, model=model) as rt:
-            thread_id = await rt.create_thread("s")
-            await rt.send(thread_id, "go")
-            await rt.wait_idle(thread_id)
-            state = await rt.get_state(thread_id)
+    state = await run_to_idle(agent, model)
     assert ran == [1]
     [part] = parts(state)
     assert (part.state, part.error_text) == ("output-error", "disk full")
