@@ -138,7 +138,10 @@ class SendEnded:
 @dataclass(frozen=True, slots=True)
 class RunCreated:
     """The send or continuation holding the thread committed a new run: start it, or queue
-    it for a slot. Only in an open runtime (the shell checks ``closing`` first)."""
+    it for a slot (or, when a ``cancel_run`` is at it already, take an activation, which
+    reads it from the store first). In a closing runtime (the commit was in flight as the
+    close began) it never starts: it is unstarted, for the shell to park (a send records its
+    run cancelled instead, and tells its caller), until :class:`Closed`."""
 
     thread_id: str
     run_id: str
@@ -314,6 +317,9 @@ class _Thread:
     starter: Starter = Starter.NONE
     notice: Notice = Notice.NONE
     activations: int = 0  # its QUEUED and ACTIVATING runs
+    # runs unknown here that a cancel_run recorded while the starter held the thread: the
+    # starter's own run among them, if the cancellation read it before the starter went on
+    cancelled: set[str] | None = None
 
     def free(self) -> bool:
         """No live run, no starter, no activation: a continuation may start."""
@@ -410,12 +416,23 @@ class Admission:
         run = self._runs.get(run_id)
         return run is not None and run.cancelling
 
-    def orphaned(self, run_id: str, thread_id: str) -> bool:
-        """Whether no actor here runs the thread's active run ``run_id`` or is about to."""
+    def orphaned(self, run_id: str, thread_id: str, *, by_starter: bool = False) -> bool:
+        """Whether no actor here runs the thread's active run ``run_id`` or is about to.
+
+        A send or continuation holding the thread may be about to start the run it
+        committed, so it counts, except with ``by_starter``: asked by that starter itself,
+        before its commit, when the stored run cannot be its own."""
         if run_id in self._runs or run_id in self._cancelling:
             return False
         thread = self._threads.get(thread_id)
-        return thread is None or (thread.live is None and thread.starter is Starter.NONE)
+        return thread is None or (
+            thread.live is None and (by_starter or thread.starter is Starter.NONE)
+        )
+
+    def continuing(self, thread_id: str) -> bool:
+        """Whether a continuation holds the thread (it looks at the notification itself)."""
+        thread = self._threads.get(thread_id)
+        return thread is not None and thread.starter is Starter.CONTINUATION
 
     def idle(self, thread_id: str, *, live_run_quiet: bool) -> bool:
         """No activation or continuation of the thread is in flight, and it has no live run
@@ -437,7 +454,8 @@ class Admission:
         return tuple(self._queue)
 
     def unstarted(self) -> tuple[str, ...]:
-        """The runs an activation was taken for that have not started (``_park_unstarted``)."""
+        """The runs an activation was taken for, or created while closing, that have not
+        started (the shell parks them at close)."""
         return tuple(r for r, run in self._runs.items() if run.phase is not RunPhase.LIVE)
 
     def statistics(self) -> AdmissionStatistics:
@@ -512,20 +530,31 @@ class Admission:
         if thread is None or thread.starter is not Starter.SEND:
             raise InvalidTransition(f"{event!r} without SendBegan")
         thread.starter = Starter.NONE
+        thread.cancelled = None
         self._continue(event.thread_id, out)
 
     def _run_created(self, event: RunCreated, out: list[Command]) -> None:
-        if self._lifecycle is not Lifecycle.OPEN:
+        if self._lifecycle not in (Lifecycle.OPEN, Lifecycle.CLOSING):
             raise InvalidTransition(
-                f"{event!r} in a {self._lifecycle.value} runtime: runs start only in an open "
-                "one (check closing before)"
+                f"{event!r} in a {self._lifecycle.value} runtime: runs are created only in an "
+                "open one (or one closing)"
             )
         thread = self._threads.get(event.thread_id)
         if thread is None or thread.starter is Starter.NONE:
             raise InvalidTransition(f"{event!r}: no send or continuation holds the thread")
         if event.run_id in self._runs:
             raise InvalidTransition(f"{event!r}: the run is {self._runs[event.run_id].phase!r}")
-        if self.slot_free():
+        if self._lifecycle is Lifecycle.CLOSING:
+            # Committed as the close began: it never starts here, and stays unstarted (the
+            # shell parks it) until Closed drops it, as a queued run does.
+            thread.activations += 1
+            self._runs[event.run_id] = _Run(event.thread_id, RunPhase.QUEUED)
+            self._queue[event.run_id] = None
+        elif (
+            self.slot_free()
+            and event.run_id not in self._cancelling
+            and (thread.cancelled is None or event.run_id not in thread.cancelled)
+        ):
             # A run the store says is over may still be live here (ending): this one
             # supersedes it as the thread's live run (runtime.py does the same).
             self._runs[event.run_id] = _Run(event.thread_id, RunPhase.LIVE)
@@ -533,7 +562,11 @@ class Admission:
             thread.live = event.run_id
             out.append(StartRun(event.run_id))
         else:
-            self._request(event.thread_id, event.run_id, None, out)
+            # Past the limit, or a cancel_run is (or was) at it already (it read the new run
+            # from the store before the committing task went on): an activation reads it
+            # first, in the order it came, and starts it only if it is active and not being
+            # cancelled.
+            self._take(event.thread_id, event.run_id, None, out)
 
     def _run_ended(self, event: RunEnded, out: list[Command]) -> None:
         run = self._runs.get(event.run_id)
@@ -560,6 +593,12 @@ class Admission:
             or run_id in self._cancelling
         ):
             return
+        self._take(thread_id, run_id, message_id, out)
+
+    def _take(
+        self, thread_id: str, run_id: str, message_id: str | None, out: list[Command]
+    ) -> None:
+        """Take an activation of ``run_id`` (open runtime, run not known here)."""
         self._thread(thread_id).activations += 1
         if self.slot_free():  # then nothing is queued (only a freed slot admits)
             self._runs[run_id] = _Run(thread_id, RunPhase.ACTIVATING, message_id)
@@ -622,7 +661,12 @@ class Admission:
             self._cancelling[event.run_id] = count - 1
         threads: list[str] = []
         if event.thread_id is not None:
-            _run_may_have_ended(self._thread(event.thread_id))
+            thread = self._thread(event.thread_id)
+            _run_may_have_ended(thread)
+            if thread.starter is not Starter.NONE and event.run_id not in self._runs:
+                if thread.cancelled is None:
+                    thread.cancelled = set()
+                thread.cancelled.add(event.run_id)  # (see RunCreated)
             threads.append(event.thread_id)
         if event.run_id in self._queue:  # recorded cancelled: it would not start anyway
             del self._queue[event.run_id]
@@ -642,6 +686,7 @@ class Admission:
         if thread is None or thread.starter is not Starter.CONTINUATION:
             raise InvalidTransition(f"{event!r} without StartContinuation")
         thread.starter = Starter.NONE
+        thread.cancelled = None
         if thread.notice is Notice.STALE:  # the run it found may be over: look again
             thread.notice = Notice.PENDING if event.deferred else Notice.NONE
         elif thread.notice is Notice.NONE and event.deferred:

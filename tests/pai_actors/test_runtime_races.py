@@ -722,3 +722,70 @@ async def test_wait_idle_is_woken_when_the_thread_is_idle_not_at_every_change(
                 gate.set()
                 await returned.wait()
             assert [r.status for r in (await rt.get_state(tid)).runs] == ["completed"]
+
+
+class _HeldRunReads(MemoryStore):
+    """Holds ``get_run`` in each task given an event in ``held`` until that event is set."""
+
+    def __init__(self, backing: Any) -> None:
+        super().__init__(backing)
+        self.held: dict[trio.lowlevel.Task, trio.Event] = {}
+
+    def hold(self, event: trio.Event) -> None:
+        self.held[trio.lowlevel.current_task()] = event
+
+    async def get_run(self, run_id: str) -> Any:
+        event = self.held.get(trio.lowlevel.current_task())
+        if event is not None:
+            await event.wait()
+        return await super().get_run(run_id)
+
+
+async def test_a_cancel_run_given_up_leaves_a_concurrent_one_cancelling_the_run(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Two cancel_run at a passivated run; the first one's caller gives up (its scope is
+    # cancelled) while the second is still at the store. The run is still being cancelled:
+    # a submission meanwhile is rejected, and nothing activates the run. (The runtime kept
+    # one flag per run, which the first cancel_run cleared for both.)
+    resumed: list[str] = []
+    agent = define_agent(name="a", tools={"ask": _ask_tool(resumed)})
+    store = MemoryStore()
+    with trio.fail_after(10):
+        tid, run_id = await _suspended_thread(agent, store)
+        held = _HeldRunReads(store.backing)
+        model = ScriptedModel([text("resumed")])
+        async with create_test_runtime(agent, model=model, store=held) as rt:
+            [action] = await rt.pending_actions(tid)
+            results: dict[str, Any] = {}
+            given_up = trio.CancelScope()
+            release = trio.Event()
+
+            async def give_up() -> None:
+                held.hold(trio.Event())  # never answered: its caller gives up first
+                with given_up:
+                    await rt.cancel_run(run_id, "first")
+
+            async def cancel() -> None:
+                held.hold(release)
+                results["cancel"] = await rt.cancel_run(run_id, "stop")
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(give_up)
+                nursery.start_soon(cancel)
+                await trio.testing.wait_all_tasks_blocked()  # both read the run, held
+                given_up.cancel()
+                await trio.testing.wait_all_tasks_blocked()
+                results["submit"] = (await action.submit({"approved": True})).status
+                await trio.testing.wait_all_tasks_blocked()
+                release.set()
+            await rt.wait_idle(tid)
+            state = await rt.get_state(tid)
+    assert results["submit"] == "rejected"
+    assert results["cancel"].status == "cancelled"
+    assert [r.status for r in state.runs] == ["cancelled"]
+    assert [(p.state, p.error_text) for p in _tool_parts(state)] == [
+        ("output-error", "The tool call was cancelled: stop")
+    ]
+    assert resumed == []
+    assert model.requests == []
