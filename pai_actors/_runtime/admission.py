@@ -27,41 +27,38 @@ Invariants (``tests/pai_actors/test_admission.py`` checks them on random event s
 live + activating runs never exceed ``max_active_runs`` (a send's run is no exception: it
 starts only in a free slot, else it is queued); queued runs start in the order they came,
 and nothing is queued while a slot is free; no activation is taken for a run that is live,
-activating, queued or being cancelled; nothing starts before ``Opened`` or after
-``Closing``; a thread with a pending notice gets one continuation (never two at once) as
-soon as it has no live run, starter or activation; an idle thread has no activation and
-no continuation in flight (a send in flight does not count: ``wait_idle`` never did).
+activating, queued or being cancelled, and no run being cancelled is started; nothing
+starts before ``Opened`` or after ``Closing`` (a run created while closing is left
+unstarted, to park); a thread with a pending notice gets one continuation (never two at
+once) as soon as it has no live run, starter or activation; an idle thread has no
+activation and no continuation in flight (a send in flight does not count: ``wait_idle``
+never did).
 
-From the collections of ``AgentRuntime`` (``runtime.py``) to this table:
+How ``runtime.py`` feeds it: ``__aenter__`` / ``__aexit__``: :class:`Opened`,
+:class:`Closing` (then it parks :meth:`~Admission.unstarted`), :class:`Closed`; ``send``:
+:class:`SendBegan` (only if :meth:`~Admission.can_send`), :class:`RunCreated` after its
+commit, :class:`SendEnded`; a continuation task (``_continue``): :class:`RunCreated`,
+:class:`ContinuationEnded`; an activation task (``_activate``): :class:`ActivationEnded`;
+an accepted submission or a load (``_activate_run_soon``): :class:`ActivationRequested`;
+the run actor's end (``Services.run_ended``): :class:`RunEnded`; ``cancel_run``:
+:class:`CancelBegan`, and :class:`CancelEnded` for a run with no actor; ``trigger`` and a
+load: :class:`NotificationAppended` / :class:`NotificationFound`. The services the actors
+get (``closing``, ``notified``, ``passivated``, ``is_cancelling``) and ``wait_idle``
+(:meth:`~Admission.idle`) are its queries; the shell's only state of its own is the
+``LiveRun`` handle of each live run.
 
-- ``_runs`` / ``_threads``: runs in ``LIVE`` / :meth:`~Admission.live_run_of` (the shell
-  keeps a ``run_id -> LiveRun`` dict of handles only). ``_start`` + the end of ``_activate``
-  and ``_start_or_queue``: :class:`RunCreated`, :class:`ActivationEnded` returning
-  :class:`StartRun`. ``_forget``: :class:`RunEnded` (``reactivate_from`` is
-  ``waiting_message_id`` when ``passivated and changed``).
-- ``_sending``: ``Starter.SEND`` (:class:`SendBegan` / :class:`SendEnded`, refused unless
-  :meth:`~Admission.can_send`); ``_continuing`` and the continuation's ``_sending``:
-  ``Starter.CONTINUATION`` (from :class:`StartContinuation` to :class:`ContinuationEnded`).
-- ``_activating`` / ``_activating_threads`` / ``_starting`` / ``_queued``: ``QUEUED`` and
-  ``ACTIVATING`` runs, the thread's activation count, the slot count and the FIFO queue.
-  ``_activate_run_soon`` / ``_activate_soon``: :class:`ActivationRequested`; ``_admit`` /
-  ``_slot_free``: inside; ``_end_activation``: :class:`ActivationEnded`; ``_unqueue``:
-  :class:`CancelEnded` (and :class:`Closed` for the queue left at close).
-- ``_cancelling``: :class:`CancelBegan` / :class:`CancelEnded`, :meth:`~Admission.is_cancelling`
-  (which also answers for a live run ``cancel_run`` is cancelling).
-- ``_continuations``: :class:`Notice` (:class:`NotificationAppended` from ``trigger``,
-  :class:`NotificationFound` from ``_load``); ``_continue_soon``: inside;
-  :meth:`~Admission.notified`.
-- ``_closing``: :class:`Closing` / :meth:`~Admission.closing`; ``unstarted`` at close:
-  :meth:`~Admission.unstarted`. ``_passivated``, ``_is_cancelling``, ``_orphaned``,
-  ``_idle``, ``_notified``: the queries of the same names.
-
-Where it differs from ``runtime.py`` (each a fix of a lost wake-up or of a flag two owners
-share): a continuation holds its thread from the moment it is scheduled (``send`` is
-refused then, as it is once the task runs); a pending notification is answered whenever
-the thread becomes free (after a failed send, a declined or dropped activation, a
-continuation that was told of a newer notification or raced a run's end), not only at a
-run's end; two ``cancel_run`` at one run with no actor are counted, not one flag.
+What it fixed over the hand-kept collections ``runtime.py`` had (``_sending``,
+``_activating``, ``_queued``, ``_cancelling``, ``_continuations``, ...): a continuation
+holds its thread from the moment it is scheduled (``send`` is refused then, as it is once
+the task runs, and the thread's reservation has one owner); a pending notification is
+answered whenever the thread becomes free (after a failed send, a declined or dropped
+activation, a continuation that was told of a newer notification or raced a run's end),
+not only at a run's end; two ``cancel_run`` at one run with no actor are counted, not one
+flag that the first to end cleared; the starter's own load recovers an orphaned run
+(``orphaned(by_starter=True)``); a run a continuation committed as the close began is
+left unstarted, to park, not stored ``running``; a new run a ``cancel_run`` read before
+its start goes through an activation; and the queue is FIFO in O(1) (popping the front of
+a plain dict made draining it quadratic).
 """
 
 from __future__ import annotations

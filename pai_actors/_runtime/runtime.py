@@ -18,6 +18,11 @@ and the store has no listing of all threads to scan when the runtime opens. An a
 reads the run again right before starting it, and starts it only while it is active and
 not being cancelled.
 
+Which run, activation or continuation starts, and when, is decided by the pure admission
+table (``_runtime.admission``): the runtime feeds it an event at each change and carries out
+the commands it returns in the same step (``AgentRuntime._handle``); it keeps only the
+in-memory handle of each live run.
+
 Concurrency contract: every method may be called from any task of the trio run that entered
 the runtime. A submission either resolves its action and returns ``accepted``, or returns
 ``rejected`` (or raises) and leaves it pending; an action resolves once. ``accepted`` means
@@ -354,14 +359,13 @@ class AgentRuntime:
         """No run of the thread is active, or its run waits only on pending actions."""
         run_id = self._admission.live_run_of(thread_id)
         live = None if run_id is None else self._live.get(run_id)
-        return self._admission.idle(
-            thread_id,
-            live_run_quiet=live is not None
-            and live.status == "waiting"
+        quiet = live is not None and (
+            live.status == "waiting"
             and not live.busy
             and live.active_calls == 0
-            and not live.changed,
+            and not live.changed
         )
+        return self._admission.idle(thread_id, live_run_quiet=quiet)
 
     def _forget(self, live: LiveRun) -> None:
         """The run actor's last word: its run is no longer live."""

@@ -5,8 +5,12 @@ around ``Admission``: it keeps the runs the commands started, the tasks in fligh
 holding at most one active run per thread, and feeds the events the shell would (sends,
 activations that read the store, runs that end or passivate, ``cancel_run``, notifications
 and continuations that read the store and later act on what they read, the close). Every
-command is checked as it comes, and the invariants the race tests of ``runtime.py`` guard
-by hand are checked after every step. The example tests below pin one behaviour each.
+command is checked as it comes, and the invariants the race tests of the runtime guarded by
+hand (``test_runtime_races.py``, ``test_runtime_cancel_run_races.py``,
+``test_runtime_admission.py``: each names the rule or invariant here that covers it) are
+checked after every step. A continuation's commit and its end are two steps, so the close or
+a ``cancel_run`` of the committed run can come between them. The example tests below pin
+one behaviour each.
 """
 
 from __future__ import annotations

@@ -216,6 +216,7 @@ async def test_a_send_to_a_thread_whose_run_a_stopped_process_left_recovers_that
     # The send's own load of the thread finds the run orphaned and does its first step
     # again (the send holding the thread no longer hides the run from it); the send finds
     # the thread busy with it, and once it completed the thread takes the next message.
+    # (The property: ``orphaned(by_starter=True)`` in ``AdmissionMachine.run_queries_agree``.)
     class Slow:
         async def stream(self, request: Any) -> Any:
             yield TextDelta("thinking")

@@ -197,7 +197,8 @@ async def test_a_notification_during_a_send_that_fails_before_its_commit_is_answ
 ) -> None:
     # The send holds the thread, so the notification waits for it; the send then fails
     # before it commits a run (here: an identity that is not JSON), and no run's end is
-    # left to answer it. Admission answers it as the send ends (a lost wake-up before).
+    # left to answer it. Admission answers it as the send ends (a lost wake-up before; the
+    # property: ``send_ends`` and ``no_notification_is_lost`` of ``AdmissionMachine``).
     agent = define_agent(name="a", tools={})
     store = MemoryStore()
     with trio.fail_after(10):
@@ -228,7 +229,8 @@ async def test_a_send_right_after_a_trigger_finds_the_thread_busy(
 ) -> None:
     # The continuation answering the notification holds the thread from the moment it is
     # scheduled, as it does once its task runs: a send cannot slip in between and share the
-    # thread's reservation with it (one owner at a time).
+    # thread's reservation with it (one owner at a time; the property: ``send_begins`` and
+    # ``table_agrees_with_the_shell`` of ``AdmissionMachine``).
     agent = define_agent(name="a", tools={})
     model = ScriptedModel([text("Noted."), text("Hello.")])
     with trio.fail_after(10):
@@ -268,6 +270,8 @@ class _HeldAfterCommit(MemoryStore):
 async def test_a_close_as_a_continuation_commits_its_run_leaves_it_waiting_not_running(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
+    # (The property: ``continuation_ends`` of ``AdmissionMachine``, a run created while the
+    # runtime closes is left unstarted, for the close to park.)
     agent = define_agent(name="a", tools={})
     store = _HeldAfterCommit()
     with trio.fail_after(10):
