@@ -27,41 +27,38 @@ Invariants (``tests/pai_actors/test_admission.py`` checks them on random event s
 live + activating runs never exceed ``max_active_runs`` (a send's run is no exception: it
 starts only in a free slot, else it is queued); queued runs start in the order they came,
 and nothing is queued while a slot is free; no activation is taken for a run that is live,
-activating, queued or being cancelled; nothing starts before ``Opened`` or after
-``Closing``; a thread with a pending notice gets one continuation (never two at once) as
-soon as it has no live run, starter or activation; an idle thread has no activation and
-no continuation in flight (a send in flight does not count: ``wait_idle`` never did).
+activating, queued or being cancelled, and no run being cancelled is started; nothing
+starts before ``Opened`` or after ``Closing`` (a run created while closing is left
+unstarted, to park); a thread with a pending notice gets one continuation (never two at
+once) as soon as it has no live run, starter or activation; an idle thread has no
+activation and no continuation in flight (a send in flight does not count: ``wait_idle``
+never did).
 
-From the collections of ``AgentRuntime`` (``runtime.py``) to this table:
+How ``runtime.py`` feeds it: ``__aenter__`` / ``__aexit__``: :class:`Opened`,
+:class:`Closing` (then it parks :meth:`~Admission.unstarted`), :class:`Closed`; ``send``:
+:class:`SendBegan` (only if :meth:`~Admission.can_send`), :class:`RunCreated` after its
+commit, :class:`SendEnded`; a continuation task (``_continue``): :class:`RunCreated`,
+:class:`ContinuationEnded`; an activation task (``_activate``): :class:`ActivationEnded`;
+an accepted submission or a load (``_activate_run_soon``): :class:`ActivationRequested`;
+the run actor's end (``Services.run_ended``): :class:`RunEnded`; ``cancel_run``:
+:class:`CancelBegan`, and :class:`CancelEnded` for a run with no actor; ``trigger`` and a
+load: :class:`NotificationAppended` / :class:`NotificationFound`. The services the actors
+get (``closing``, ``notified``, ``passivated``, ``is_cancelling``) and ``wait_idle``
+(:meth:`~Admission.idle`) are its queries; the shell's only state of its own is the
+``LiveRun`` handle of each live run.
 
-- ``_runs`` / ``_threads``: runs in ``LIVE`` / :meth:`~Admission.live_run_of` (the shell
-  keeps a ``run_id -> LiveRun`` dict of handles only). ``_start`` + the end of ``_activate``
-  and ``_start_or_queue``: :class:`RunCreated`, :class:`ActivationEnded` returning
-  :class:`StartRun`. ``_forget``: :class:`RunEnded` (``reactivate_from`` is
-  ``waiting_message_id`` when ``passivated and changed``).
-- ``_sending``: ``Starter.SEND`` (:class:`SendBegan` / :class:`SendEnded`, refused unless
-  :meth:`~Admission.can_send`); ``_continuing`` and the continuation's ``_sending``:
-  ``Starter.CONTINUATION`` (from :class:`StartContinuation` to :class:`ContinuationEnded`).
-- ``_activating`` / ``_activating_threads`` / ``_starting`` / ``_queued``: ``QUEUED`` and
-  ``ACTIVATING`` runs, the thread's activation count, the slot count and the FIFO queue.
-  ``_activate_run_soon`` / ``_activate_soon``: :class:`ActivationRequested`; ``_admit`` /
-  ``_slot_free``: inside; ``_end_activation``: :class:`ActivationEnded`; ``_unqueue``:
-  :class:`CancelEnded` (and :class:`Closed` for the queue left at close).
-- ``_cancelling``: :class:`CancelBegan` / :class:`CancelEnded`, :meth:`~Admission.is_cancelling`
-  (which also answers for a live run ``cancel_run`` is cancelling).
-- ``_continuations``: :class:`Notice` (:class:`NotificationAppended` from ``trigger``,
-  :class:`NotificationFound` from ``_load``); ``_continue_soon``: inside;
-  :meth:`~Admission.notified`.
-- ``_closing``: :class:`Closing` / :meth:`~Admission.closing`; ``unstarted`` at close:
-  :meth:`~Admission.unstarted`. ``_passivated``, ``_is_cancelling``, ``_orphaned``,
-  ``_idle``, ``_notified``: the queries of the same names.
-
-Where it differs from ``runtime.py`` (each a fix of a lost wake-up or of a flag two owners
-share): a continuation holds its thread from the moment it is scheduled (``send`` is
-refused then, as it is once the task runs); a pending notification is answered whenever
-the thread becomes free (after a failed send, a declined or dropped activation, a
-continuation that was told of a newer notification or raced a run's end), not only at a
-run's end; two ``cancel_run`` at one run with no actor are counted, not one flag.
+What it fixed over the hand-kept collections ``runtime.py`` had (``_sending``,
+``_activating``, ``_queued``, ``_cancelling``, ``_continuations``, ...): a continuation
+holds its thread from the moment it is scheduled (``send`` is refused then, as it is once
+the task runs, and the thread's reservation has one owner); a pending notification is
+answered whenever the thread becomes free (after a failed send, a declined or dropped
+activation, a continuation that was told of a newer notification or raced a run's end),
+not only at a run's end; two ``cancel_run`` at one run with no actor are counted, not one
+flag that the first to end cleared; the starter's own load recovers an orphaned run
+(``orphaned(by_starter=True)``); a run a continuation committed as the close began is
+left unstarted, to park, not stored ``running``; a new run a ``cancel_run`` read before
+its start goes through an activation; and the queue is FIFO in O(1) (popping the front of
+a plain dict made draining it quadratic).
 """
 
 from __future__ import annotations
@@ -138,7 +135,10 @@ class SendEnded:
 @dataclass(frozen=True, slots=True)
 class RunCreated:
     """The send or continuation holding the thread committed a new run: start it, or queue
-    it for a slot. Only in an open runtime (the shell checks ``closing`` first)."""
+    it for a slot (or, when a ``cancel_run`` is at it already, take an activation, which
+    reads it from the store first). In a closing runtime (the commit was in flight as the
+    close began) it never starts: it is unstarted, for the shell to park (a send records its
+    run cancelled instead, and tells its caller), until :class:`Closed`."""
 
     thread_id: str
     run_id: str
@@ -314,6 +314,9 @@ class _Thread:
     starter: Starter = Starter.NONE
     notice: Notice = Notice.NONE
     activations: int = 0  # its QUEUED and ACTIVATING runs
+    # runs unknown here that a cancel_run recorded while the starter held the thread: the
+    # starter's own run among them, if the cancellation read it before the starter went on
+    cancelled: set[str] | None = None
 
     def free(self) -> bool:
         """No live run, no starter, no activation: a continuation may start."""
@@ -410,12 +413,23 @@ class Admission:
         run = self._runs.get(run_id)
         return run is not None and run.cancelling
 
-    def orphaned(self, run_id: str, thread_id: str) -> bool:
-        """Whether no actor here runs the thread's active run ``run_id`` or is about to."""
+    def orphaned(self, run_id: str, thread_id: str, *, by_starter: bool = False) -> bool:
+        """Whether no actor here runs the thread's active run ``run_id`` or is about to.
+
+        A send or continuation holding the thread may be about to start the run it
+        committed, so it counts, except with ``by_starter``: asked by that starter itself,
+        before its commit, when the stored run cannot be its own."""
         if run_id in self._runs or run_id in self._cancelling:
             return False
         thread = self._threads.get(thread_id)
-        return thread is None or (thread.live is None and thread.starter is Starter.NONE)
+        return thread is None or (
+            thread.live is None and (by_starter or thread.starter is Starter.NONE)
+        )
+
+    def continuing(self, thread_id: str) -> bool:
+        """Whether a continuation holds the thread (it looks at the notification itself)."""
+        thread = self._threads.get(thread_id)
+        return thread is not None and thread.starter is Starter.CONTINUATION
 
     def idle(self, thread_id: str, *, live_run_quiet: bool) -> bool:
         """No activation or continuation of the thread is in flight, and it has no live run
@@ -437,7 +451,8 @@ class Admission:
         return tuple(self._queue)
 
     def unstarted(self) -> tuple[str, ...]:
-        """The runs an activation was taken for that have not started (``_park_unstarted``)."""
+        """The runs an activation was taken for, or created while closing, that have not
+        started (the shell parks them at close)."""
         return tuple(r for r, run in self._runs.items() if run.phase is not RunPhase.LIVE)
 
     def statistics(self) -> AdmissionStatistics:
@@ -512,20 +527,31 @@ class Admission:
         if thread is None or thread.starter is not Starter.SEND:
             raise InvalidTransition(f"{event!r} without SendBegan")
         thread.starter = Starter.NONE
+        thread.cancelled = None
         self._continue(event.thread_id, out)
 
     def _run_created(self, event: RunCreated, out: list[Command]) -> None:
-        if self._lifecycle is not Lifecycle.OPEN:
+        if self._lifecycle not in (Lifecycle.OPEN, Lifecycle.CLOSING):
             raise InvalidTransition(
-                f"{event!r} in a {self._lifecycle.value} runtime: runs start only in an open "
-                "one (check closing before)"
+                f"{event!r} in a {self._lifecycle.value} runtime: runs are created only in an "
+                "open one (or one closing)"
             )
         thread = self._threads.get(event.thread_id)
         if thread is None or thread.starter is Starter.NONE:
             raise InvalidTransition(f"{event!r}: no send or continuation holds the thread")
         if event.run_id in self._runs:
             raise InvalidTransition(f"{event!r}: the run is {self._runs[event.run_id].phase!r}")
-        if self.slot_free():
+        if self._lifecycle is Lifecycle.CLOSING:
+            # Committed as the close began: it never starts here, and stays unstarted (the
+            # shell parks it) until Closed drops it, as a queued run does.
+            thread.activations += 1
+            self._runs[event.run_id] = _Run(event.thread_id, RunPhase.QUEUED)
+            self._queue[event.run_id] = None
+        elif (
+            self.slot_free()
+            and event.run_id not in self._cancelling
+            and (thread.cancelled is None or event.run_id not in thread.cancelled)
+        ):
             # A run the store says is over may still be live here (ending): this one
             # supersedes it as the thread's live run (runtime.py does the same).
             self._runs[event.run_id] = _Run(event.thread_id, RunPhase.LIVE)
@@ -533,7 +559,11 @@ class Admission:
             thread.live = event.run_id
             out.append(StartRun(event.run_id))
         else:
-            self._request(event.thread_id, event.run_id, None, out)
+            # Past the limit, or a cancel_run is (or was) at it already (it read the new run
+            # from the store before the committing task went on): an activation reads it
+            # first, in the order it came, and starts it only if it is active and not being
+            # cancelled.
+            self._take(event.thread_id, event.run_id, None, out)
 
     def _run_ended(self, event: RunEnded, out: list[Command]) -> None:
         run = self._runs.get(event.run_id)
@@ -560,6 +590,12 @@ class Admission:
             or run_id in self._cancelling
         ):
             return
+        self._take(thread_id, run_id, message_id, out)
+
+    def _take(
+        self, thread_id: str, run_id: str, message_id: str | None, out: list[Command]
+    ) -> None:
+        """Take an activation of ``run_id`` (open runtime, run not known here)."""
         self._thread(thread_id).activations += 1
         if self.slot_free():  # then nothing is queued (only a freed slot admits)
             self._runs[run_id] = _Run(thread_id, RunPhase.ACTIVATING, message_id)
@@ -622,7 +658,12 @@ class Admission:
             self._cancelling[event.run_id] = count - 1
         threads: list[str] = []
         if event.thread_id is not None:
-            _run_may_have_ended(self._thread(event.thread_id))
+            thread = self._thread(event.thread_id)
+            _run_may_have_ended(thread)
+            if thread.starter is not Starter.NONE and event.run_id not in self._runs:
+                if thread.cancelled is None:
+                    thread.cancelled = set()
+                thread.cancelled.add(event.run_id)  # (see RunCreated)
             threads.append(event.thread_id)
         if event.run_id in self._queue:  # recorded cancelled: it would not start anyway
             del self._queue[event.run_id]
@@ -642,6 +683,7 @@ class Admission:
         if thread is None or thread.starter is not Starter.CONTINUATION:
             raise InvalidTransition(f"{event!r} without StartContinuation")
         thread.starter = Starter.NONE
+        thread.cancelled = None
         if thread.notice is Notice.STALE:  # the run it found may be over: look again
             thread.notice = Notice.PENDING if event.deferred else Notice.NONE
         elif thread.notice is Notice.NONE and event.deferred:

@@ -18,6 +18,11 @@ and the store has no listing of all threads to scan when the runtime opens. An a
 reads the run again right before starting it, and starts it only while it is active and
 not being cancelled.
 
+Which run, activation or continuation starts, and when, is decided by the pure admission
+table (``_runtime.admission``): the runtime feeds it an event at each change and carries out
+the commands it returns in the same step (``AgentRuntime._handle``); it keeps only the
+in-memory handle of each live run.
+
 Concurrency contract: every method may be called from any task of the trio run that entered
 the runtime. A submission either resolves its action and returns ``accepted``, or returns
 ``rejected`` (or raises) and leaves it pending; an action resolves once. ``accepted`` means
@@ -29,11 +34,10 @@ longer active, is rejected.
 from __future__ import annotations
 
 import logging
-from collections import Counter
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 import trio
 
@@ -68,6 +72,28 @@ from .._tools.agent import AgentDefinition
 from .._tools.blocking import BlockingTools, BlockingToolStatistics
 from .._tools.capabilities import Binding
 from .._tools.files import DEFAULT_MAX_FILE_BYTES
+from .admission import (
+    ActivationEnded,
+    ActivationRequested,
+    Admission,
+    CancelBegan,
+    CancelEnded,
+    Closed,
+    Closing,
+    ContinuationEnded,
+    Event,
+    NotificationAppended,
+    NotificationFound,
+    Opened,
+    RunCreated,
+    RunEnded,
+    SendBegan,
+    SendEnded,
+    StartActivation,
+    StartContinuation,
+    StartRun,
+    WakeIdle,
+)
 from .call import resumable
 from .live import LiveRun
 from .loading import (
@@ -107,6 +133,15 @@ def check_max_active_runs(value: int | None) -> int | None:
             f"slot) or None (no limit), got {value!r}"
         )
     return value
+
+
+class _Start(NamedTuple):
+    """What the shell holds to spawn a run's actor when admission says :class:`StartRun`."""
+
+    thread: ThreadRecord
+    run: RunRecord
+    client_tools: tuple[ClientTool, ...] = ()
+    resume_message_id: str | None = None  # where an activated run goes on
 
 
 class AgentRuntime:
@@ -153,22 +188,14 @@ class AgentRuntime:
         self._loaded: BoundedIndex[str, bool] = BoundedIndex(INDEX_CAPACITY)  # settled threads
         self._thread_records: BoundedIndex[str, ThreadRecord] = BoundedIndex(INDEX_CAPACITY)
         self._map_error = map_error
-        self._runs: dict[str, LiveRun] = {}
-        self._threads: dict[str, LiveRun] = {}
-        self._sending: set[str] = set()
+        # Every admission decision (which run, activation or continuation starts, and when):
+        # the shell feeds it events and carries out its commands (see ``_handle``).
+        self._admission = Admission(self._max_active_runs)
+        self._live: dict[str, LiveRun] = {}  # run_id -> the handle of each run whose actor runs
         self._idle_waits: dict[str, trio.Event] = {}  # thread_id -> what wait_idle waits on
         self._stack: AsyncExitStack | None = None
         self._root: Supervisor | None = None
         self._nursery: trio.Nursery | None = None
-        self._activating: dict[str, str] = {}  # run_id -> thread_id
-        self._activating_threads: Counter[str] = Counter()  # the values of _activating
-        self._starting = 0  # _activate tasks in flight (each holds a slot of max_active_runs)
-        # activations waiting for a slot, in order: run_id -> (thread_id, message_id)
-        self._queued: dict[str, tuple[str, str | None]] = {}
-        self._cancelling: set[str] = set()  # runs cancel_run cancels while not alive
-        self._continuations: set[str] = set()  # threads with a notification to answer
-        self._continuing: set[str] = set()  # threads a continuation task is starting
-        self._closing = False
         self._hub = WatchHub()
         self._services = Services(
             store=store,
@@ -184,7 +211,7 @@ class AgentRuntime:
             map_error=map_error,
             client_tools=self._client_tools,
             message_index=self._message_index,
-            closing=lambda: self._closing,
+            closing=lambda: self._admission.closing,
             notify=self._notify,
             notified=self._notified,
             passivated=self._passivated,
@@ -233,6 +260,7 @@ class AgentRuntime:
         self._stack = AsyncExitStack()
         self._root = await self._stack.enter_async_context(open_supervisor(name="runtime"))
         self._nursery = await self._stack.enter_async_context(trio.open_nursery())
+        self._handle(Opened())
         return self
 
     async def __aexit__(
@@ -244,29 +272,65 @@ class AgentRuntime:
         assert self._stack is not None
         assert self._root is not None
         assert self._nursery is not None
-        self._closing = True
-        unstarted = dict(self._activating)  # their activations are cancelled just below
+        self._handle(Closing())
+        unstarted = self._admission.unstarted()  # their activations are cancelled just below
         self._nursery.cancel_scope.cancel()
-        for live in list(self._runs.values()):
+        for live in list(self._live.values()):
             live.abort_calls(RUNTIME_CLOSING)
         self._root.cancel(RUNTIME_CLOSING)
         try:
             result = await self._stack.__aexit__(exc_type, exc, tb)
+            # and the runs a continuation committed as the close began
+            unstarted += self._admission.unstarted()
             with trio.move_on_after(CLEANUP_SECONDS, shield=True):
-                await self._park_unstarted(unstarted)
+                await self._park_unstarted(dict.fromkeys(unstarted))
             return result
         finally:
-            for run_id in list(self._queued):  # never to start here: wait_idle stops waiting
-                self._unqueue(run_id)
+            self._handle(Closed())  # the queue never starts here: wait_idle stops waiting
             self._hub.close()
             for close in self._on_close:
                 close()
+
+    # -- admission: the shell around the pure table ----------------------------------------
+
+    def _handle(self, event: Event, start: _Start | None = None) -> None:
+        """Feed ``event`` to the admission table and carry out its commands, in order, in
+        this step (no await): ``start`` holds the records of the run the event may start."""
+        for command in self._admission.handle(event):
+            if isinstance(command, WakeIdle):
+                self._notify(command.thread_id)
+            elif isinstance(command, StartRun):
+                assert start is not None, f"{command!r} without the records to start it"
+                self._spawn(start)
+            elif isinstance(command, StartActivation):
+                assert self._nursery is not None
+                self._nursery.start_soon(
+                    self._activate, command.thread_id, command.run_id, command.message_id
+                )
+            else:
+                assert isinstance(command, StartContinuation)
+                assert self._nursery is not None
+                self._nursery.start_soon(self._continue, command.thread_id)
+
+    def _spawn(self, start: _Start) -> None:
+        """Spawn the actor of a run admission started (it is live from here)."""
+        assert self._root is not None, "use the runtime inside `async with`"
+        live = self._new_live(start.thread, start.run, start.client_tools)
+        live.resume_message_id = start.resume_message_id
+        self._live[live.run_id] = live
+
+        async def run(mailbox: Any) -> None:
+            await run_actor(self._services, live, mailbox)
+
+        live.ref = self._root.spawn(
+            run, name=f"run-{live.run_id}", restart="temporary", capacity=_RUN_MAILBOX
+        )
 
     # -- internals used by the actors -------------------------------------------------------
 
     def _check_open(self) -> None:
         """Raise :class:`RuntimeClosed` once the runtime began to close (before any write)."""
-        if self._closing:
+        if self._admission.closing:
             raise RuntimeClosed(
                 "this runtime is closed (its `async with` block has exited); open a new "
                 "runtime on the store to go on"
@@ -293,42 +357,35 @@ class AgentRuntime:
 
     def _idle(self, thread_id: str) -> bool:
         """No run of the thread is active, or its run waits only on pending actions."""
-        if thread_id in self._activating_threads or thread_id in self._continuing:
-            return False
-        live = self._threads.get(thread_id)
-        return live is None or (
+        run_id = self._admission.live_run_of(thread_id)
+        live = None if run_id is None else self._live.get(run_id)
+        quiet = live is not None and (
             live.status == "waiting"
             and not live.busy
             and live.active_calls == 0
             and not live.changed
         )
+        return self._admission.idle(thread_id, live_run_quiet=quiet)
 
     def _forget(self, live: LiveRun) -> None:
-        self._runs.pop(live.run_id, None)
-        if self._threads.get(live.thread_id) is live:
-            del self._threads[live.thread_id]
-        self._admit()
+        """The run actor's last word: its run is no longer live."""
+        del self._live[live.run_id]
         live.done.set()
-        if live.passivated and live.changed:  # a submission arrived while it passivated
-            self._activate_run_soon(live.thread_id, live.run_id, live.waiting_message_id)
-        if live.thread_id in self._continuations:  # a notification came during the run
-            self._continue_soon(live.thread_id)
-        self._notify(live.thread_id)
+        # passivated while a submission changed it: activate it again, from its calls
+        again = live.waiting_message_id if live.passivated and live.changed else None
+        self._handle(RunEnded(live.run_id, again))
 
     def _live_of(self, run_id: str) -> LiveRun | None:
         """The run's in-memory handle, while its actor is alive."""
-        return self._runs.get(run_id)
+        return self._live.get(run_id)
 
     def _passivated(self, run_id: str) -> bool:
         """Whether no actor runs ``run_id``, none is starting and no cancellation is at it."""
-        return not (
-            run_id in self._runs or run_id in self._activating or run_id in self._cancelling
-        )
+        return self._admission.passivated(run_id)
 
     def _is_cancelling(self, run_id: str) -> bool:
         """Whether ``cancel_run`` is cancelling the run (alive or not)."""
-        live = self._runs.get(run_id)
-        return run_id in self._cancelling or (live is not None and live.cancelling)
+        return self._admission.is_cancelling(run_id)
 
     def agent_of(self, thread: ThreadRecord) -> AgentDefinition:
         """The agent that runs ``thread`` (checked to be hosted by :meth:`thread`)."""
@@ -355,29 +412,7 @@ class AgentRuntime:
             client_tools=client_tools,
         )
 
-    def _start(self, live: LiveRun) -> None:
-        assert self._root is not None, "use the runtime inside `async with`"
-        self._runs[live.run_id] = live
-        self._threads[live.thread_id] = live
-
-        async def run(mailbox: Any) -> None:
-            await run_actor(self._services, live, mailbox)
-
-        live.ref = self._root.spawn(
-            run, name=f"run-{live.run_id}", restart="temporary", capacity=_RUN_MAILBOX
-        )
-
     # -- threads and runs --------------------------------------------------------------------
-
-    def _start_or_queue(
-        self, thread: ThreadRecord, run: RunRecord, client_tools: tuple[ClientTool, ...]
-    ) -> None:
-        """Start a new run's actor, or, with ``max_active_runs`` active, queue the run: it is
-        stored, and activated from the store once a slot is free (``wait_idle`` waits)."""
-        if self._slot_free():
-            self._start(self._new_live(thread, run, client_tools))
-        else:
-            self._activate_run_soon(run.thread_id, run.run_id, None)
 
     async def create_thread(
         self,
@@ -445,7 +480,7 @@ class AgentRuntime:
 
     def _notified(self, thread_id: str) -> bool:
         """Whether a notification for the thread is waiting to be answered (``trigger``)."""
-        return thread_id in self._continuations
+        return self._admission.notified(thread_id)
 
     async def _thread(self, thread_id: str) -> ThreadRecord:
         """The stored thread, once its agent is known to be registered here (remembered for
@@ -508,13 +543,17 @@ class AgentRuntime:
             )
         return found
 
-    async def _load(self, thread_id: str, *, full: bool = False) -> ThreadRecord:
+    async def _load(
+        self, thread_id: str, *, full: bool = False, by_starter: bool = False
+    ) -> ThreadRecord:
         """The thread, once its calls are checked (:class:`MigrationRequired`) and indexed,
         and whatever a stopped process or a closed runtime left of it is settled.
 
         That needs doing once per thread in a runtime (it owns the store): later loads read
         only the thread, unless ``full`` (``get_state`` and ``watch``, which also re-index
         its messages for ``get_pending_action``) or the thread left the bounded index.
+        ``by_starter``: the send or continuation holding the thread loads it (before its
+        commit, so an active run it finds is not its own, and is recovered if orphaned).
         """
         if not full and self._loaded.get(thread_id):
             return await self._thread(thread_id)
@@ -523,7 +562,9 @@ class AgentRuntime:
         check_migration(thread_id, calls, self.agent_of(thread).tools)
         index_calls(self._message_index, calls)
         active = await self._store.get_active_run(thread_id)
-        if active is not None and self._orphaned(active):
+        if active is not None and self._admission.orphaned(
+            active.run_id, thread_id, by_starter=by_starter
+        ):
             # No actor runs it: a runtime closed (or its process stopped) under it.
             run_calls = [c for c in calls if c.run_id == active.run_id]
             if any(_interrupted(c.record) for c in run_calls):
@@ -549,16 +590,17 @@ class AgentRuntime:
         for call in calls:
             if resumable(call.record):
                 self._activate_soon(call)
-        if active is None and thread_id not in self._continuing:
+        if active is None and not self._admission.continuing(thread_id):
             messages = await self._store.list_messages(thread_id)
             if messages and is_notification(messages[-1]):  # appended, never answered
-                self._continue_soon(thread_id)
+                self._handle(NotificationFound(thread_id))
         self._loaded[thread_id] = True
         return thread
 
-    async def _park_unstarted(self, unstarted: Mapping[str, str]) -> None:
-        """Park the runs whose activation the close cut off before their actor started (an
-        actor that did start recorded its own status on the way out)."""
+    async def _park_unstarted(self, unstarted: Iterable[str]) -> None:
+        """Park the runs the close left unstarted (their activation cut off, queued, or
+        committed by a continuation as the close began); an actor that did start recorded
+        its own status on the way out."""
         for run_id in unstarted:
             await self._park(run_id)
 
@@ -583,17 +625,6 @@ class AgentRuntime:
         except StoreConflict:  # changed meanwhile: someone else settled it
             pass
         self._notify(run.thread_id)
-
-    def _orphaned(self, run: RunRecord) -> bool:
-        """Whether no actor of this runtime runs ``run`` or is about to (one runtime per
-        store: an active run without an actor here has none anywhere)."""
-        return not (
-            run.run_id in self._runs
-            or run.run_id in self._activating
-            or run.run_id in self._cancelling
-            or run.thread_id in self._threads
-            or run.thread_id in self._sending
-        )
 
     async def _record_interrupted(
         self, thread: ThreadRecord, run: RunRecord, calls: list[StoredCall]
@@ -629,32 +660,18 @@ class AgentRuntime:
         await self._thread(thread_id)
         async with self._transaction() as tx:
             tx.append_message(thread_id, message)
-        self._continuations.add(thread_id)
-        self._continue_soon(thread_id)
-
-    def _continue_soon(self, thread_id: str) -> None:
-        """Start a run answering the thread's notifications, in a runtime-owned task, once
-        the thread has no run (a live run's end calls this again)."""
-        self._continuations.add(thread_id)
-        if (
-            self._closing
-            or self._nursery is None
-            or thread_id in self._threads
-            or thread_id in self._sending
-            or thread_id in self._continuing
-            or thread_id in self._activating_threads
-        ):
-            return
-        self._continuing.add(thread_id)
-        self._nursery.start_soon(self._continue, thread_id)
+        # answered by a continuation once the thread is free (at once if it is now)
+        self._handle(NotificationAppended(thread_id))
 
     async def _continue(self, thread_id: str) -> None:
-        self._sending.add(thread_id)
+        """A continuation (admission's :class:`StartContinuation`): it holds the thread from
+        when it was scheduled, and starts a run answering its notifications, if no run is
+        active and the last message is still a notification."""
+        deferred = False
         try:
-            self._continuations.discard(thread_id)
-            thread = await self._load(thread_id)
-            if await self._store.get_active_run(thread_id) is not None or self._closing:
-                self._continuations.add(thread_id)  # after that run (or a later runtime)
+            thread = await self._load(thread_id, by_starter=True)
+            if await self._store.get_active_run(thread_id) is not None or self._admission.closing:
+                deferred = True  # answered after that run (or by a later runtime)
                 return
             messages = await self._store.list_messages(thread_id)
             if not messages or not is_notification(messages[-1]):
@@ -667,14 +684,12 @@ class AgentRuntime:
             )
             async with self._transaction() as tx:
                 run = tx.put_run(run)
-            if not self._closing:
-                self._start_or_queue(thread, run, ())
+            # Started, queued, or (committed as the close began) parked at the close.
+            self._handle(RunCreated(thread_id, run.run_id), _Start(thread, run))
         except Exception:  # the store failed: the notification stays, a later load goes on
             _log.exception("continuing thread %r after a notification failed", thread_id)
         finally:
-            self._sending.discard(thread_id)
-            self._continuing.discard(thread_id)
-            self._notify(thread_id)
+            self._handle(ContinuationEnded(thread_id, deferred))
 
     async def send(
         self,
@@ -698,14 +713,15 @@ class AgentRuntime:
         continues the run.
         """
         self._check_open()
-        # Reserve the thread before the first await: of two concurrent sends, one runs.
-        if thread_id in self._threads or thread_id in self._sending:
+        # Reserve the thread before the first await: of two concurrent sends, one runs (and
+        # none while a continuation holds it).
+        if not self._admission.can_send(thread_id):
             raise self._busy(thread_id, None)
-        self._sending.add(thread_id)
+        self._handle(SendBegan(thread_id))
         try:
-            thread = await self._load(thread_id)
+            thread = await self._load(thread_id, by_starter=True)
             client_tools = check_client_tools(self.agent_of(thread), client_tools)
-            if thread_id in self._threads:  # a run was activated meanwhile
+            if self._admission.live_run_of(thread_id) is not None:  # activated meanwhile
                 raise self._busy(thread_id, None)
             # A stored active run (a waiting one, or one another runtime on the store started)
             # refuses the commit below: a thread has one run at a time. No read before it.
@@ -736,22 +752,27 @@ class AgentRuntime:
                 if active is None:  # no: a real conflict (e.g. a reused id), not a busy thread
                     raise
                 raise self._busy(thread_id, active) from exc
-            if self._closing:  # closed while the run was written: it never starts
+            if self._admission.closing:  # closed while the run was written: it never starts
                 with trio.CancelScope(shield=True):
                     async with self._transaction() as tx:
                         tx.put_run(run.model_copy(update={"status": "cancelled"}))
                 self._check_open()
-            self._start_or_queue(thread, run, tuple(client_tools))
+            self._handle(
+                RunCreated(thread_id, run.run_id), _Start(thread, run, tuple(client_tools))
+            )
         finally:
-            self._sending.discard(thread_id)
+            # (a notification that came meanwhile is answered now if the send started nothing)
+            self._handle(SendEnded(thread_id))
         return run.run_id
 
     def _busy(self, thread_id: str, active: RunRecord | None) -> ThreadBusy:
-        live = self._threads.get(thread_id)
+        live = self._admission.live_run_of(thread_id)
         if active is not None:
             busy = repr(active.run_id)
         elif live is not None:
-            busy = repr(live.run_id)
+            busy = repr(live)
+        elif self._admission.continuing(thread_id):
+            busy = "that a notification's continuation is starting"
         else:
             busy = "that another send() is starting"
         return ThreadBusy(
@@ -803,16 +824,19 @@ class AgentRuntime:
         first) or rejected. :class:`PaiError` if there is no such run.
         """
         self._check_open()
-        live = self._runs.get(run_id)
+        live = self._live.get(run_id)
         if live is not None:
+            self._handle(CancelBegan(run_id))  # (until its actor ends)
             live.cancelling = True
             live.cancel_reason = reason
             live.abort_calls(reason)
             live.scope.cancel()
             await live.done.wait()
             return await self._run_state(run_id)
-        # Not alive: no submission resolves and no activation starts it until it is recorded.
-        self._cancelling.add(run_id)
+        # Not alive: no submission resolves and no activation starts it until it is recorded
+        # (and until every concurrent cancel_run of it ended: admission counts them).
+        self._handle(CancelBegan(run_id))
+        thread_id: str | None = None
         try:
             run = await self._store.get_run(run_id)
             if run is None:
@@ -820,31 +844,15 @@ class AgentRuntime:
             # Re-read and judged again whenever a submission changed the run or a call
             # meanwhile (a store conflict is the race, not an error).
             await record_cancelled(self._services, run.thread_id, run_id, reason, end_run=True)
-            self._notify(run.thread_id)
+            thread_id = run.thread_id
         finally:
-            self._cancelling.discard(run_id)
-            self._unqueue(run_id)
+            self._handle(CancelEnded(run_id, thread_id))  # (a queued activation is dropped)
         return await self._run_state(run_id)
 
     async def _run_state(self, run_id: str) -> RunState:
         run = await self._store.get_run(run_id)
         assert run is not None, "runs are never deleted"
         return run.state
-
-    def _unqueue(self, run_id: str) -> None:
-        """Drop a queued activation (its run was cancelled: it would not start anyway)."""
-        queued = self._queued.pop(run_id, None)
-        if queued is None:
-            return
-        self._end_activation(run_id, queued[0])
-
-    def _end_activation(self, run_id: str, thread_id: str) -> None:
-        """Forget the activation of ``run_id`` (started, declined or dropped)."""
-        del self._activating[run_id]
-        self._activating_threads[thread_id] -= 1
-        if not self._activating_threads[thread_id]:
-            del self._activating_threads[thread_id]
-        self._notify(thread_id)
 
     def watch(
         self,
@@ -986,65 +994,31 @@ class AgentRuntime:
 
     def _activate_run_soon(self, thread_id: str, run_id: str, message_id: str | None) -> None:
         """Activate a run that is not alive, in a runtime-owned task: it goes on from the
-        calls of the message ``message_id`` (``None``: from its next model step)."""
-        if (
-            self._closing
-            or self._nursery is None
-            or run_id in self._runs
-            or run_id in self._activating
-            or run_id in self._cancelling
-        ):
-            return
-        self._activating[run_id] = thread_id
-        self._activating_threads[thread_id] += 1
-        if self._slot_free():
-            self._starting += 1
-            self._nursery.start_soon(self._activate, thread_id, run_id, message_id)
-        else:
-            self._queued[run_id] = (thread_id, message_id)
-
-    def _slot_free(self) -> bool:
-        """Whether one more run may become active under ``max_active_runs``."""
-        limit = self._max_active_runs
-        return limit is None or len(self._runs) + self._starting < limit
-
-    def _admit(self) -> None:
-        """Activate the runs waiting for a slot, in the order they came, while slots are free."""
-        while self._queued and self._slot_free() and not self._closing and self._nursery:
-            run_id = next(iter(self._queued))
-            thread_id, message_id = self._queued.pop(run_id)
-            self._starting += 1
-            self._nursery.start_soon(self._activate, thread_id, run_id, message_id)
+        calls of the message ``message_id`` (``None``: from its next model step). Admission
+        takes it unless the run is alive, starting, queued or being cancelled, or the runtime
+        is not open; past ``max_active_runs`` it waits for a slot, in the order it came."""
+        self._handle(ActivationRequested(thread_id, run_id, message_id))
 
     async def _activate(self, thread_id: str, run_id: str, message_id: str | None) -> None:
-        """Start the actor of a run that is not alive, if its stored run is still active."""
+        """An activation (admission's :class:`StartActivation`, holding a slot): start the
+        actor of a run that is not alive, if its stored run is still active."""
+        start: _Start | None = None
         try:
             thread = await self._thread(thread_id)
             # Read the run last and start it with no await in between: the actor starts
             # from the latest revision (a cancellation meanwhile is seen), or not at all.
             run = await self._store.get_run(run_id)
-            if (
-                run is None
-                or not run.active
-                or self._closing
-                or run_id in self._runs
-                or run_id in self._cancelling
-                or thread_id in self._threads
-            ):
-                return
-            live = self._new_live(
-                thread,
-                run,
-                tuple(ClientTool(t.name, t.description, t.input_schema) for t in run.client_tools),
-            )
-            live.resume_message_id = message_id
-            self._start(live)
+            if run is not None and run.active:
+                client_tools = tuple(
+                    ClientTool(t.name, t.description, t.input_schema) for t in run.client_tools
+                )
+                start = _Start(thread, run, client_tools, message_id)
         except Exception:  # the store failed: the stored intent stays for the next load
             _log.exception("activating run %r failed", run_id)
         finally:
-            self._starting -= 1  # a started actor holds its slot in _runs from here
-            self._admit()
-            self._end_activation(run_id, thread_id)
+            # Started unless the runtime is closing, the run is being cancelled or its thread
+            # has a live run; the slot goes on to the next queued activation either way.
+            self._handle(ActivationEnded(run_id, stored_active=start is not None), start)
 
 
 def _interrupted(record: CallRecord) -> bool:

@@ -5,8 +5,12 @@ around ``Admission``: it keeps the runs the commands started, the tasks in fligh
 holding at most one active run per thread, and feeds the events the shell would (sends,
 activations that read the store, runs that end or passivate, ``cancel_run``, notifications
 and continuations that read the store and later act on what they read, the close). Every
-command is checked as it comes, and the invariants the race tests of ``runtime.py`` guard
-by hand are checked after every step. The example tests below pin one behaviour each.
+command is checked as it comes, and the invariants the race tests of the runtime guarded by
+hand (``test_runtime_races.py``, ``test_runtime_cancel_run_races.py``,
+``test_runtime_admission.py``: each names the rule or invariant here that covers it) are
+checked after every step. A continuation's commit and its end are two steps, so the close or
+a ``cancel_run`` of the committed run can come between them. The example tests below pin
+one behaviour each.
 """
 
 from __future__ import annotations
@@ -76,6 +80,9 @@ class AdmissionMachine(RuleBasedStateMachine):
         self.requests: dict[str, tuple[str, str | None]] = {}  # run -> (thread, message)
         self.sending: dict[str, bool] = {}  # thread -> whether its send committed
         self.continuing: dict[str, bool | None] = {}  # thread -> saw an active run? (None: yet)
+        self.committed: dict[str, str] = {}  # thread -> the run its continuation committed
+        # thread -> runs a cancel_run ended at (knowing the thread) while a starter held it
+        self.cancelled_while_starting: dict[str, set[str]] = {}
         self.cancels: dict[str, int] = {}  # run -> cancel_run calls at it with no actor
         self.cancelled_live: set[str] = set()  # live runs cancel_run is cancelling
         self.recorded: set[str] = set()  # runs a cancel_run in flight recorded cancelled
@@ -154,7 +161,9 @@ class AdmissionMachine(RuleBasedStateMachine):
                     assert request is not None, command
                     assert run_id == request[1], command
                     assert not self.queue, f"{command!r} jumped the queue {self.queue!r}"
-                    assert not self.cancels.get(run_id), f"{command!r} of a run being cancelled"
+                    if not isinstance(event, RunCreated):  # (a new run a cancel_run is at
+                        # goes through an activation, which declines it while cancelling)
+                        assert not self.cancels.get(run_id), f"{command!r} of a cancelled run"
                 thread_id, message_id = self.requests.pop(run_id)
                 assert command == StartActivation(thread_id, run_id, message_id)
                 self.activating[run_id] = thread_id
@@ -245,7 +254,9 @@ class AdmissionMachine(RuleBasedStateMachine):
 
     @precondition(
         lambda self: (
-            self.lifecycle in (Lifecycle.NEW, Lifecycle.OPEN) and self.steps >= self.close_after
+            self.lifecycle in (Lifecycle.NEW, Lifecycle.OPEN)
+            # (or while a continuation's commit is in flight: the close may come right then)
+            and (self.steps >= self.close_after or bool(self.committed))
         )
     )
     @rule()
@@ -310,9 +321,17 @@ class AdmissionMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.sending)
     @rule(data=st.data())
     def send_ends(self, data: st.DataObject) -> None:
+        """The send returns, or raises (``ThreadBusy``, or a failure before its commit)."""
         thread_id = data.draw(st.sampled_from(sorted(self.sending)))
         del self.sending[thread_id]
-        self.feed(SendEnded(thread_id))
+        self.cancelled_while_starting.pop(thread_id, None)
+        pending = self.notice.get(thread_id) is Notice.PENDING
+        commands = self.feed(SendEnded(thread_id))
+        free = thread_id not in self.pointer and not self.activations_of(thread_id)
+        if pending and free and self.lifecycle is Lifecycle.OPEN:
+            # A notification that waited on the send is answered now, whether or not the
+            # send committed a run (no run's end would come to answer it otherwise).
+            assert StartContinuation(thread_id) in commands, commands
 
     # -- rules: activations and runs --------------------------------------------------------
 
@@ -326,12 +345,15 @@ class AdmissionMachine(RuleBasedStateMachine):
     ) -> None:
         # Mostly the thread's active run (a submission to it was accepted); else an older
         # one (its stored run is over), or one a closed runtime left.
-        active = self.stored_active(thread_id)
-        known = [r for r in self.runs_of(thread_id) if r != active]
+        stored = self.stored_active(thread_id)
+        # (not the run a continuation committed: it is not orphaned, nothing activates it)
+        committed = self.committed.get(thread_id)
+        active = None if stored == committed else stored
+        known = [r for r in self.runs_of(thread_id) if r not in (stored, committed)]
         choices = [active, *known, "new"] if active is not None else [*known, "new"]
         run_id = data.draw(st.sampled_from(choices), label="run")
         if run_id == "new":  # a run a closed runtime (or a stopped process) left
-            run_id = self.new_run(thread_id, active=active is None)
+            run_id = self.new_run(thread_id, active=stored is None)
         accepted = self.accepts(run_id)
         queue = list(self.queue)
         commands = self.feed(
@@ -385,6 +407,16 @@ class AdmissionMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def cancel_begins(self, data: st.DataObject) -> None:
         run_id = data.draw(st.sampled_from(sorted(self.thread_of)), label="run")
+        self.cancel(run_id)
+
+    @precondition(lambda self: self.committed and not self.table.closing)
+    @rule(data=st.data())
+    def cancel_a_committed_run(self, data: st.DataObject) -> None:
+        """``cancel_run`` of the run a continuation committed, read from the store before
+        the continuation's task went on (its id is in ``get_state`` already)."""
+        self.cancel(data.draw(st.sampled_from(sorted(self.committed.values())), label="run"))
+
+    def cancel(self, run_id: str) -> None:
         if run_id in self.live:
             self.cancelled_live.add(run_id)
         else:
@@ -415,10 +447,17 @@ class AdmissionMachine(RuleBasedStateMachine):
         if not self.cancels.get(run_id):
             self.recorded.discard(run_id)
         thread_id = self.thread_of[run_id] if read or recorded else None
+        unknown = not queued and run_id not in self.live and run_id not in self.activating
+        if thread_id is not None and unknown:
+            if thread_id in self.sending or thread_id in self.continuing:
+                self.cancelled_while_starting.setdefault(thread_id, set()).add(run_id)
         commands = self.feed(CancelEnded(run_id, thread_id))
         if queued:
             assert WakeIdle(self.thread_of[run_id]) in commands
         assert self.table.run_phase(run_id) is not RunPhase.QUEUED
+        if self.cancels.get(run_id):  # another cancel_run is at it still: one's end is not all
+            assert self.table.is_cancelling(run_id)
+            assert not self.table.passivated(run_id)
 
     # -- rules: notifications ---------------------------------------------------------------
 
@@ -445,21 +484,57 @@ class AdmissionMachine(RuleBasedStateMachine):
         )
         self.continuing[thread_id] = self.stored_active(thread_id) is not None
 
+    def can_commit(self, thread_id: str) -> bool:
+        saw = self.continuing.get(thread_id, True)
+        return saw is False and thread_id not in self.committed and not self.table.closing
+
+    @precondition(
+        lambda self: any(
+            self.can_commit(t) and self.stored_active(t) is None for t in self.continuing
+        )
+    )
+    @rule(data=st.data())
+    def continuation_commits(self, data: st.DataObject) -> None:
+        """It found no active run and the runtime open, and committed a run (its task goes
+        on later: the close, or a cancel_run of that run, may come first)."""
+        thread_id = data.draw(
+            st.sampled_from(
+                sorted(
+                    t
+                    for t in self.continuing
+                    if self.can_commit(t) and self.stored_active(t) is None
+                )
+            )
+        )
+        self.committed[thread_id] = self.new_run(thread_id, active=True)
+
     @precondition(lambda self: any(saw is not None for saw in self.continuing.values()))
-    @rule(data=st.data(), outcome=st.sampled_from(["start", "answered", "failed"]))
-    def continuation_ends(self, data: st.DataObject, outcome: str) -> None:
+    @rule(data=st.data(), failed=st.sampled_from([False, False, True]))
+    def continuation_ends(self, data: st.DataObject, failed: bool) -> None:
         thread_id = data.draw(
             st.sampled_from(sorted(t for t, saw in self.continuing.items() if saw is not None))
         )
-        deferred = bool(self.continuing[thread_id]) or self.table.closing
-        if not deferred and outcome == "start" and self.stored_active(thread_id) is None:
-            run_id = self.new_run(thread_id, active=True)
-            free = self.slot_free()
-            commands = self.feed(
-                RunCreated(thread_id, run_id), None if free else (thread_id, run_id, None)
+        run_id = self.committed.pop(thread_id, None)
+        deferred = False
+        if run_id is not None:
+            closing = self.table.closing
+            # A cancel_run at the committed run (it read it from the store before this task
+            # went on), in flight or ended: an activation reads it first, never a StartRun.
+            cancelled = bool(self.cancels.get(run_id)) or run_id in (
+                self.cancelled_while_starting.get(thread_id, ())
             )
-            assert commands == ((StartRun(run_id),) if free else ()), commands
+            start = not closing and self.slot_free() and not cancelled
+            commands = self.feed(
+                RunCreated(thread_id, run_id), None if start else (thread_id, run_id, None)
+            )
+            assert (StartRun(run_id) in commands) == start, commands
+            if closing:  # committed as the close began: never started, parked at the close
+                assert commands == ()
+                assert run_id in self.table.unstarted()
+        elif not failed:  # (it found an active run, or the runtime closing)
+            deferred = bool(self.continuing[thread_id]) or self.table.closing
         del self.continuing[thread_id]
+        self.cancelled_while_starting.pop(thread_id, None)
         commands = self.feed(ContinuationEnded(thread_id, deferred))
         assert commands[-1] == WakeIdle(thread_id)
 
@@ -485,7 +560,10 @@ class AdmissionMachine(RuleBasedStateMachine):
             len(self.cancels),
         )
         assert self.table.queued() == tuple(self.queue)
+        # what the shell parks at the close: every activation taken and not started
+        assert set(self.table.unstarted()) == {*self.activating, *self.queue}
         for thread_id in THREADS:
+            assert self.table.continuing(thread_id) == (thread_id in self.continuing)
             view = self.table.thread_view(thread_id)
             assert view.live == self.pointer.get(thread_id)
             assert view.activations == self.activations_of(thread_id)
@@ -518,6 +596,9 @@ class AdmissionMachine(RuleBasedStateMachine):
             starting = thread_id in self.sending or thread_id in self.continuing
             orphaned = not (known or cancelling or thread_id in self.pointer or starting)
             assert self.table.orphaned(run_id, thread_id) == orphaned
+            # asked by the thread's starter itself, before its commit (its own load)
+            orphaned = not (known or cancelling or thread_id in self.pointer)
+            assert self.table.orphaned(run_id, thread_id, by_starter=True) == orphaned
 
     @invariant()
     def idle_means_nothing_in_flight(self) -> None:
@@ -766,6 +847,30 @@ def test_orphaned_and_passivated() -> None:
     assert not table.passivated("r1")
 
 
+def test_the_starters_own_load_recovers_an_orphaned_run() -> None:
+    table = opened()
+    table.handle(SendBegan("t1"))
+    assert not table.orphaned("r0", "t1")  # to any other load: the send may be starting it
+    assert table.orphaned("r0", "t1", by_starter=True)  # the send's own load, before its commit
+    table.handle(ActivationRequested("t1", "r0"))
+    assert not table.orphaned("r0", "t1", by_starter=True)
+
+
+def test_a_new_run_a_cancel_run_read_before_its_start_is_activated_not_started() -> None:
+    # The continuation committed r1; a cancel_run read it from the store (get_state shows
+    # it) and recorded it cancelled before the continuation's task went on.
+    table = opened()
+    assert table.handle(NotificationAppended("t1")) == (StartContinuation("t1"),)
+    assert table.continuing("t1")
+    table.handle(CancelBegan("r1"))
+    table.handle(CancelEnded("r1", "t1"))
+    assert table.handle(RunCreated("t1", "r1")) == (StartActivation("t1", "r1", None),)
+    assert table.handle(ActivationEnded("r1", stored_active=False)) == (WakeIdle("t1"),)
+    assert table.handle(ContinuationEnded("t1", deferred=False)) == (WakeIdle("t1"),)
+    assert not table.continuing("t1")
+    assert table.thread_view("t1") == ThreadView()
+
+
 # -- notifications --
 
 
@@ -885,6 +990,19 @@ def test_an_activation_in_flight_at_close_does_not_start() -> None:
     table.handle(ActivationRequested("t1", "r1"))
     table.handle(Closing())
     assert table.handle(ActivationEnded("r1", stored_active=True)) == (WakeIdle("t1"),)
+
+
+def test_a_run_a_continuation_committed_as_the_close_began_is_left_to_park() -> None:
+    table = opened()
+    table.handle(NotificationAppended("t1"))  # -> StartContinuation; it commits r1 ...
+    table.handle(Closing())  # ... and the close begins before its task goes on
+    assert table.handle(RunCreated("t1", "r1")) == ()
+    assert table.unstarted() == ("r1",)  # the shell parks it (stored waiting, not running)
+    assert table.handle(ContinuationEnded("t1", deferred=False)) == (WakeIdle("t1"),)
+    assert not table.idle("t1", live_run_quiet=True)
+    assert table.handle(Closed()) == (WakeIdle("t1"),)
+    assert table.idle("t1", live_run_quiet=True)
+    assert table.unstarted() == ()
 
 
 # -- misuse --

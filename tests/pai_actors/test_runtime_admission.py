@@ -1,4 +1,9 @@
-"""``max_active_runs``: runs past the limit wait, stored, for a slot, in the order they came."""
+"""``max_active_runs``: runs past the limit wait, stored, for a slot, in the order they came.
+
+The slot bound, the FIFO queue and what the close leaves queued are properties of the pure
+admission table, checked by ``AdmissionMachine`` in ``test_admission.py`` (each test's
+docstring names the rule or invariant); these tests check the runtime around it.
+"""
 
 from __future__ import annotations
 
@@ -112,6 +117,8 @@ async def one_running_one_queued(gate: Gate) -> AsyncIterator[tuple[Any, str, st
 async def test_runs_past_the_limit_wait_stored_and_start_in_order(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
+    """The slot bound and the FIFO queue are properties of ``AdmissionMachine``
+    (``slots_are_bounded``, and ``feed``: no start jumps the queue)."""
     gate = Gate()
     with trio.fail_after(10):
         async with create_test_runtime(
@@ -140,6 +147,8 @@ async def test_runs_past_the_limit_wait_stored_and_start_in_order(
 
 
 async def test_a_passivated_run_holds_no_slot(autojump_clock: trio.testing.MockClock) -> None:
+    """A run's end frees its slot for the first queued activation: a property of
+    ``AdmissionMachine`` (``run_ends``, ``slots_are_bounded``)."""
     gate = Gate()
     gate.release("j")
     agent = define_agent(name="a", tools={"ask": ask_tool, "gate": gate.agent().tools["gate"]})
@@ -162,6 +171,8 @@ async def test_a_passivated_run_holds_no_slot(autojump_clock: trio.testing.MockC
 async def test_a_submission_past_the_limit_resumes_once_a_slot_is_free(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
+    """An activation past the limit is queued and taken in order as slots free: a property of
+    ``AdmissionMachine`` (``request_activation``, ``feed``, ``slots_are_bounded``)."""
     gate = Gate()
     agent = define_agent(name="a", tools={"ask": ask_tool, "gate": gate.agent().tools["gate"]})
 
@@ -194,6 +205,9 @@ async def test_a_submission_past_the_limit_resumes_once_a_slot_is_free(
 async def test_cancelling_a_queued_run_records_it_and_it_never_starts(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
+    """A queued run being cancelled never starts and is dropped once recorded, and ``wait_idle``
+    waits for it: properties of ``AdmissionMachine`` (``cancel_ends``, ``started``,
+    ``idle_means_nothing_in_flight``)."""
     gate = Gate()
     with trio.fail_after(10):
         async with one_running_one_queued(gate) as (rt, first, queued, run_id):
@@ -211,6 +225,8 @@ async def test_cancelling_a_queued_run_records_it_and_it_never_starts(
 async def test_queued_runs_left_by_a_closed_runtime_go_on_in_the_next(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
+    """What the close leaves unstarted, to park, is a property of ``AdmissionMachine``
+    (``table_agrees_with_the_shell``: ``unstarted()``; ``closed``)."""
     gate = Gate()
     store = MemoryStore()
     with trio.fail_after(10):
@@ -239,6 +255,8 @@ async def test_queued_runs_left_by_a_closed_runtime_go_on_in_the_next(
 async def test_wait_idle_on_a_queued_run_returns_when_the_runtime_closes(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
+    """``Closed`` drops the queue and wakes its threads: a property of ``AdmissionMachine``
+    (``closed``)."""
     gate = Gate()
     returned: list[str] = []
     with trio.fail_after(10):

@@ -17,6 +17,12 @@ every store operation of the submission, and the other way round. Whatever the o
 - the submission is accepted (and then cancelled with the run, or its work done before) or
   rejected; an accepted approval is never lost while the run goes on;
 - a second ``cancel_run`` changes nothing and says what the first left.
+
+Admission's part of it (a run ``cancel_run`` is at is not passivated, so a submission does not
+record it ``running``; it takes no activation and never starts; two cancellations at once
+are counted, one's end leaving the run cancelling) is a property of ``AdmissionMachine`` in
+``test_admission.py`` (``run_queries_agree``, ``request_activation``, ``started``,
+``cancel_ends``); what stays here is the store's part, revisions and judgement, in every order.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 from pydantic import BaseModel
@@ -20,6 +21,7 @@ from pai_actors import (
     ResumeEntry,
     SuspendPoint,
     TextDelta,
+    ThreadBusy,
     ToolContext,
     ToolRegistration,
     define_agent,
@@ -206,6 +208,40 @@ async def test_a_run_stopped_in_its_first_model_step_does_the_step_again(
             state = await rt.get_state(thread_id)
     assert [m.role for m in state.messages] == ["user", "assistant"]
     assert [r.status for r in state.runs] == ["completed"]
+
+
+async def test_a_send_to_a_thread_whose_run_a_stopped_process_left_recovers_that_run(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The send's own load of the thread finds the run orphaned and does its first step
+    # again (the send holding the thread no longer hides the run from it); the send finds
+    # the thread busy with it, and once it completed the thread takes the next message.
+    # (The property: ``orphaned(by_starter=True)`` in ``AdmissionMachine.run_queries_agree``.)
+    class Slow:
+        async def stream(self, request: Any) -> Any:
+            yield TextDelta("thinking")
+            await trio.sleep_forever()
+            yield Finish("stop")
+
+    agent = define_agent(name="a", tools={})
+    store = MemoryStore()
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=Slow(), store=store) as rt:
+            thread_id = await rt.create_thread("s")
+            await rt.send(thread_id, "go")
+            await trio.testing.wait_all_tasks_blocked()
+            after_crash = crashed(store)
+        model = ScriptedModel([text("answer"), text("again")])
+        async with create_test_runtime(agent, model=model, store=after_crash) as rt:
+            with pytest.raises(ThreadBusy):
+                await rt.send(thread_id, "more")
+            await rt.wait_idle(thread_id)
+            await rt.send(thread_id, "more")
+            await rt.wait_idle(thread_id)
+            state = await rt.get_state(thread_id)
+    assert [m.role for m in state.messages] == ["user", "assistant", "user", "assistant"]
+    assert [r.status for r in state.runs] == ["completed", "completed"]
+    assert len(model.requests) == 2
 
 
 async def test_a_call_still_streaming_when_the_process_stopped_is_interrupted(

@@ -1,4 +1,11 @@
-"""Races and failures around the runtime's actors (review findings, one test each)."""
+"""Races and failures around the runtime's actors (review findings, one test each).
+
+The admission invariants several of them guarded by hand (one starter per thread, no run
+being cancelled activated or started, what the close leaves to park, when a thread is idle)
+are now properties of the pure admission table, checked on random event sequences by
+``AdmissionMachine`` in ``test_admission.py``; each such test's docstring names the rule or
+invariant. The tests stay: they check the trio shell and the store around the table.
+"""
 
 from __future__ import annotations
 
@@ -100,6 +107,9 @@ async def test_methods_after_close_raise_runtime_closed_and_write_nothing(
 async def test_two_concurrent_sends_one_wins_the_other_gets_thread_busy(
     store_type: type[MemoryStore], autojump_clock: trio.testing.MockClock
 ) -> None:
+    """One starter per thread: now a property of ``AdmissionMachine`` (``send_begins``:
+    ``can_send`` and a refused ``SendBegan``; ``table_agrees_with_the_shell``: the thread's
+    starter)."""
     agent = define_agent(name="a", tools={})
     model = ScriptedModel([text("one"), text("two")])
     with trio.fail_after(10):
@@ -184,6 +194,9 @@ class _CancelAfterCallWrite(MemoryStore):
 async def test_cancelled_submitter_during_activation_still_resumes_the_call(
     cancel_before_write: bool, autojump_clock: trio.testing.MockClock
 ) -> None:
+    """That an activation taken is started at once or queued, never dropped, is a property of
+    ``AdmissionMachine`` (``feed``); that it runs in a runtime-owned task, not the submitter's
+    scope, is the shell's, and stays guarded here."""
     agent = define_agent(name="a", tools={"ask": _ask_tool()})
     store = MemoryStore()
     with trio.fail_after(10):
@@ -214,6 +227,9 @@ async def test_cancelled_submitter_during_activation_still_resumes_the_call(
 async def test_closing_while_a_submission_activates_its_run_loses_nothing(
     k: int, autojump_clock: trio.testing.MockClock
 ) -> None:
+    """What the close parks (every activation taken and not started, ``unstarted()``) is a
+    property of ``AdmissionMachine`` (``table_agrees_with_the_shell``, ``closed``); the parking
+    itself and the next runtime's recovery stay guarded here."""
     agent = define_agent(name="a", tools={"ask": _ask_tool()})
     store = MemoryStore()
     with trio.fail_after(10):
@@ -268,6 +284,9 @@ async def test_closing_while_a_submission_activates_its_run_loses_nothing(
 async def test_submit_racing_cancel_run_of_a_live_run_leaves_nothing_running(
     store_type: type[MemoryStore], k: int, autojump_clock: trio.testing.MockClock
 ) -> None:
+    """``is_cancelling`` of a live run ``cancel_run`` is at, until its actor ends: a property of
+    ``AdmissionMachine`` (``run_queries_agree``); the store's part (revisions, the calls
+    recorded) stays here."""
     resumed: list[str] = []
     tool = _ask_tool(resumed)
     agent = define_agent(name="a", tools={"ask1": tool, "ask2": tool})
@@ -307,6 +326,9 @@ async def test_submit_racing_cancel_run_of_a_live_run_leaves_nothing_running(
 async def test_submit_racing_cancel_run_of_a_passivated_run_never_revives_it(
     k: int, autojump_clock: trio.testing.MockClock
 ) -> None:
+    """A run ``cancel_run`` is at is not passivated, takes no activation and never starts:
+    properties of ``AdmissionMachine`` (``run_queries_agree``, ``request_activation``,
+    ``started``)."""
     resumed: list[str] = []
     agent = define_agent(name="a", tools={"ask": _ask_tool(resumed)})
     store = MemoryStore()
@@ -338,6 +360,10 @@ async def test_submit_racing_cancel_run_of_a_passivated_run_never_revives_it(
 async def test_cancel_run_while_an_activation_runs_on_output_keeps_the_run_cancelled(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
+    """No activation starts a run a ``cancel_run`` is at, and a live one stays cancelling until
+    its actor ends: properties of ``AdmissionMachine`` (``activation_ends``,
+    ``run_queries_agree``); the actor recording it cancelled stays guarded here."""
+
     async def on_output(**_: Any) -> None:
         await trio.sleep(1)
 
@@ -416,6 +442,8 @@ def _fixed_id_runtime(agent: Any, store: MemoryStore) -> Any:
 async def test_a_run_whose_last_call_ended_before_a_close_goes_on_when_loaded(
     how: str, autojump_clock: trio.testing.MockClock
 ) -> None:
+    """Which active run a load finds orphaned is a property of ``AdmissionMachine``
+    (``run_queries_agree``: ``orphaned``); what recovery does with it stays guarded here."""
     if how == "output":
         out = define_tool(
             id="t.out.v1", description="Out.", input_schema=Query, output_schema=Query
@@ -648,6 +676,9 @@ async def test_a_run_a_new_runtime_resumes_shows_running_while_the_resume_execut
 async def test_cancel_run_while_the_run_passivates_records_it_cancelled(
     k: int, autojump_clock: trio.testing.MockClock
 ) -> None:
+    """A live run stays cancelling until its actor ends, passivating or not (``run_ends``,
+    ``run_queries_agree`` of ``AdmissionMachine``); the run actor recording it stays guarded
+    here."""
     # Two calls wait for approval; cancelling one action wakes the run, which then has
     # nothing to do but wait, so it passivates; cancel_run lands while it does.
     agent = define_agent(name="a", tools={"ask": _ask_tool()})
@@ -689,6 +720,9 @@ async def _busy_thread(gate: trio.Event) -> AsyncIterator[tuple[AgentRuntime, st
 async def test_a_cancelled_wait_idle_leaves_nothing_waited_on(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
+    """When a thread is idle is a property of ``AdmissionMachine``
+    (``idle_means_nothing_in_flight``); the shell's events for ``wait_idle`` stay guarded
+    here."""
     gate = trio.Event()
     with trio.fail_after(10):
         async with _busy_thread(gate) as (rt, tid):
@@ -703,6 +737,10 @@ async def test_a_cancelled_wait_idle_leaves_nothing_waited_on(
 async def test_wait_idle_is_woken_when_the_thread_is_idle_not_at_every_change(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
+    """Every event that can make a thread idle ends with ``WakeIdle`` of it (checked by
+    ``AdmissionMachine``'s rules), and ``idle`` says when it is
+    (``idle_means_nothing_in_flight``); waking only then is the shell's ``_notify``, guarded
+    here."""
     gate = trio.Event()
     returned = trio.Event()
     with trio.fail_after(10):
@@ -722,3 +760,73 @@ async def test_wait_idle_is_woken_when_the_thread_is_idle_not_at_every_change(
                 gate.set()
                 await returned.wait()
             assert [r.status for r in (await rt.get_state(tid)).runs] == ["completed"]
+
+
+class _HeldRunReads(MemoryStore):
+    """Holds ``get_run`` in each task given an event in ``held`` until that event is set."""
+
+    def __init__(self, backing: Any) -> None:
+        super().__init__(backing)
+        self.held: dict[trio.lowlevel.Task, trio.Event] = {}
+
+    def hold(self, event: trio.Event) -> None:
+        self.held[trio.lowlevel.current_task()] = event
+
+    async def get_run(self, run_id: str) -> Any:
+        event = self.held.get(trio.lowlevel.current_task())
+        if event is not None:
+            await event.wait()
+        return await super().get_run(run_id)
+
+
+async def test_a_cancel_run_given_up_leaves_a_concurrent_one_cancelling_the_run(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The runtime-level regression test; the property is ``AdmissionMachine``'s ``cancel_ends``
+    (one of two cancellations ending leaves the run cancelling, not passivated) and
+    ``run_queries_agree``."""
+    # Two cancel_run at a passivated run; the first one's caller gives up (its scope is
+    # cancelled) while the second is still at the store. The run is still being cancelled:
+    # a submission meanwhile is rejected, and nothing activates the run. (The runtime kept
+    # one flag per run, which the first cancel_run cleared for both.)
+    resumed: list[str] = []
+    agent = define_agent(name="a", tools={"ask": _ask_tool(resumed)})
+    store = MemoryStore()
+    with trio.fail_after(10):
+        tid, run_id = await _suspended_thread(agent, store)
+        held = _HeldRunReads(store.backing)
+        model = ScriptedModel([text("resumed")])
+        async with create_test_runtime(agent, model=model, store=held) as rt:
+            [action] = await rt.pending_actions(tid)
+            results: dict[str, Any] = {}
+            given_up = trio.CancelScope()
+            release = trio.Event()
+
+            async def give_up() -> None:
+                held.hold(trio.Event())  # never answered: its caller gives up first
+                with given_up:
+                    await rt.cancel_run(run_id, "first")
+
+            async def cancel() -> None:
+                held.hold(release)
+                results["cancel"] = await rt.cancel_run(run_id, "stop")
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(give_up)
+                nursery.start_soon(cancel)
+                await trio.testing.wait_all_tasks_blocked()  # both read the run, held
+                given_up.cancel()
+                await trio.testing.wait_all_tasks_blocked()
+                results["submit"] = (await action.submit({"approved": True})).status
+                await trio.testing.wait_all_tasks_blocked()
+                release.set()
+            await rt.wait_idle(tid)
+            state = await rt.get_state(tid)
+    assert results["submit"] == "rejected"
+    assert results["cancel"].status == "cancelled"
+    assert [r.status for r in state.runs] == ["cancelled"]
+    assert [(p.state, p.error_text) for p in _tool_parts(state)] == [
+        ("output-error", "The tool call was cancelled: stop")
+    ]
+    assert resumed == []
+    assert model.requests == []

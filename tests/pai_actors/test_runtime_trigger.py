@@ -13,8 +13,10 @@ from pai_actors import (
     Finish,
     MemoryStore,
     ModelSystemMessage,
+    OutputNotJSON,
     RuntimeClosed,
     TextDelta,
+    ThreadBusy,
     ToolContext,
     define_agent,
     define_tool,
@@ -173,3 +175,127 @@ async def test_a_notification_during_the_final_model_step_is_answered_in_the_sam
     assert model.seen == [[], ["ping"]]
     assert [m.role for m in state.messages] == ["user", "system", "assistant", "assistant"]
     assert [r.status for r in state.runs] == ["completed"]
+
+
+class _HeldLoad(MemoryStore):
+    """Holds the next load of a thread's calls (``list_calls``) until ``release``."""
+
+    def __init__(self, backing: Any) -> None:
+        super().__init__(backing)
+        self.held = trio.Event()
+        self.release = trio.Event()
+
+    async def list_calls(self, thread_id: str) -> Any:
+        if not self.held.is_set():
+            self.held.set()
+            await self.release.wait()
+        return await super().list_calls(thread_id)
+
+
+async def test_a_notification_during_a_send_that_fails_before_its_commit_is_answered(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The send holds the thread, so the notification waits for it; the send then fails
+    # before it commits a run (here: an identity that is not JSON), and no run's end is
+    # left to answer it. Admission answers it as the send ends (a lost wake-up before; the
+    # property: ``send_ends`` and ``no_notification_is_lost`` of ``AdmissionMachine``).
+    agent = define_agent(name="a", tools={})
+    store = MemoryStore()
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=ScriptedModel([]), store=store) as rt:
+            thread_id = await rt.create_thread("s")
+        held = _HeldLoad(store.backing)  # the next runtime loads the thread from the store
+        model = ScriptedModel([text("Noted.")])
+        async with create_test_runtime(agent, model=model, store=held) as rt:
+            async with trio.open_nursery() as nursery:
+
+                async def send() -> None:
+                    with pytest.raises(OutputNotJSON):
+                        await rt.send(thread_id, "hi", identity=object())
+
+                nursery.start_soon(send)
+                await held.held.wait()  # the send holds the thread, loading it
+                await rt.trigger(thread_id, "Report ready.")
+                held.release.set()
+            await rt.wait_idle(thread_id)
+            state = await rt.get_state(thread_id)
+    assert [m.role for m in state.messages] == ["system", "assistant"]
+    assert [r.status for r in state.runs] == ["completed"]
+    assert saw_notification(model.requests[0]) == ["Report ready."]
+
+
+async def test_a_send_right_after_a_trigger_finds_the_thread_busy(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The continuation answering the notification holds the thread from the moment it is
+    # scheduled, as it does once its task runs: a send cannot slip in between and share the
+    # thread's reservation with it (one owner at a time; the property: ``send_begins`` and
+    # ``table_agrees_with_the_shell`` of ``AdmissionMachine``).
+    agent = define_agent(name="a", tools={})
+    model = ScriptedModel([text("Noted."), text("Hello.")])
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=model) as rt:
+            thread_id = await rt.create_thread("s")
+            await rt.trigger(thread_id, "Report ready.")
+            with pytest.raises(ThreadBusy, match="continuation"):
+                await rt.send(thread_id, "hi")
+            await rt.wait_idle(thread_id)
+            await rt.send(thread_id, "hi")
+            await rt.wait_idle(thread_id)
+            state = await rt.get_state(thread_id)
+    assert [m.role for m in state.messages] == ["system", "assistant", "user", "assistant"]
+    assert [r.status for r in state.runs] == ["completed", "completed"]
+    assert saw_notification(model.requests[0]) == ["Report ready."]
+
+
+class _HeldAfterCommit(MemoryStore):
+    """Once ``armed``, the next commit applies, then returns only at ``release`` (shielded,
+    as a commit in a worker thread finishes whatever happens to the task meanwhile)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed = False
+        self.committed = trio.Event()
+        self.release = trio.Event()
+
+    async def commit(self, writes: Any) -> None:
+        await super().commit(writes)
+        if self.armed:
+            self.armed = False
+            with trio.CancelScope(shield=True):
+                self.committed.set()
+                await self.release.wait()
+
+
+async def test_a_close_as_a_continuation_commits_its_run_leaves_it_waiting_not_running(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # (The property: ``continuation_ends`` of ``AdmissionMachine``, a run created while the
+    # runtime closes is left unstarted, for the close to park.)
+    agent = define_agent(name="a", tools={})
+    store = _HeldAfterCommit()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as outer:
+            async with create_test_runtime(agent, model=ScriptedModel([]), store=store) as rt:
+                thread_id = await rt.create_thread("s")
+                await rt.trigger(thread_id, "Report ready.")
+                store.armed = True  # the next commit: the continuation's run
+                await store.committed.wait()
+
+                async def release_once_closing() -> None:
+                    await trio.testing.wait_all_tasks_blocked()  # the close waits on it
+                    store.release.set()
+
+                outer.start_soon(release_once_closing)
+            # Leaving the block closes the runtime while the continuation's commit returns.
+        # The run never started here: parked, as a queued run is (no run is left said to be
+        # running by a closed runtime) ...
+        assert [r.status for r in await store.list_runs(thread_id)] == ["waiting"]
+        # ... and the next runtime that loads the thread answers the notification with it.
+        model = ScriptedModel([text("Noted.")])
+        async with create_test_runtime(agent, model=model, store=store.reopen()) as rt:
+            await rt.wait_idle(thread_id)
+            state = await rt.get_state(thread_id)
+    assert [m.role for m in state.messages] == ["system", "assistant"]
+    assert [r.status for r in state.runs] == ["completed"]
+    assert saw_notification(model.requests[0]) == ["Report ready."]
