@@ -112,12 +112,19 @@ class CallAddress:
         except (MailboxClosed, MailboxFull):  # over, or it holds its entry already
             pass
 
-    def _abort(self, message: Abort) -> None:
+    def abort_enclosed(self, message: Abort) -> None:
+        """Carry out ``message`` for a call whose scope the caller cancels from outside in
+        this same step (a whole run at once: ``LiveRun.abort_calls``): its signal and its
+        children's are aborted here, and their scopes fall with the enclosing one, so that
+        the run pays one cancellation, not one per call."""
+        self._abort(message, own_scope=False)
+
+    def _abort(self, message: Abort, *, own_scope: bool = True) -> None:
         if self.aborted is not None:
             return
         self.aborted = message
         self.controller.abort(message.reason)  # the signal and the scope, in one step
-        if self.ref is not None:
+        if own_scope and self.ref is not None:
             self.ref.cancel(message.reason)
         for child in list(self.children):
-            child.tell(message)
+            child._abort(message, own_scope=own_scope)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import trio
@@ -62,7 +63,7 @@ from .children import ChildCalls, child_registrations
 from .invoke import call_context, invoke
 from .live import LiveRun
 from .prepare import describe_children, resolve_children
-from .run_io import observe_output, tool_context, write_call
+from .run_io import RUN_FAILED, observe_output, tool_context, write_call
 from .services import Services
 
 _PARENT_RETURNED = "the parent call returned"
@@ -142,6 +143,8 @@ def spawn_call(
             crashed = True  # its supervisor restarts it, or gives up and fails the run
             address.restarts += 1
             address.failure = exc
+            if address.restarts == 1:  # (only once a call failed: a listener costs each exit)
+                calls.add_exit_listener(partial(_abort_if_gave_up, live, calls))
             _log.exception(
                 "the actor of call %r failed (restart %d)", tool_call_id, address.restarts
             )
@@ -160,6 +163,14 @@ def spawn_call(
         raise
     address.tell(entry)
     return address
+
+
+def _abort_if_gave_up(live: LiveRun, calls: Supervisor, record: object) -> None:
+    """An actor under the run's ``calls`` supervisor exited: if the supervisor gave up (a
+    call's actor failed past the restart intensity), abort every call of the run in this
+    same step, as the supervisor cancels them."""
+    if calls.gave_up is not None:
+        live.abort_calls(RUN_FAILED)
 
 
 async def _restarted(

@@ -120,11 +120,13 @@ class LiveRun:
         return len(self.addresses)
 
     def abort_calls(self, reason: str | None) -> None:
-        """Send every live call of the run an :class:`Abort` with ``reason`` (its signal and
-        its scope, at once; its children with it)."""
+        """Send every live call of the run (and their children) an :class:`Abort` with
+        ``reason``, as part of cancelling a scope that holds them all: the caller cancels it
+        in this same step (the run's scope, the runtime's root, or the ``calls`` supervisor
+        that gave up), so each call's signal and scope fall at the same moment."""
         abort = Abort(reason)
         for address in list(self.addresses.values()):
-            address.tell(abort)
+            address.abort_enclosed(abort)
 
     def deliver(self, tool_call_id: str, message: Resume) -> None:
         """Send ``message`` to a call of the run that has no actor: the run starts one with

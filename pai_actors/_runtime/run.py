@@ -23,7 +23,6 @@ are done, or marks itself ``waiting`` when none is running.
 from __future__ import annotations
 
 import contextlib
-from functools import partial
 
 import trio
 
@@ -49,6 +48,7 @@ from .history import model_messages
 from .live import LiveRun, RunActorPhase, RunMessage
 from .prepare import prepare_tools, resolve_runtime_context
 from .run_io import (
+    RUN_FAILED,
     RUNTIME_CLOSING,
     needs_observing,
     observe_output,
@@ -59,7 +59,6 @@ from .run_io import (
 from .services import Services
 
 CLEANUP_SECONDS = 10.0
-_RUN_FAILED = "the run failed"
 
 
 async def run_actor(services: Services, live: LiveRun, mailbox: Mailbox[RunMessage]) -> None:
@@ -72,18 +71,17 @@ async def run_actor(services: Services, live: LiveRun, mailbox: Mailbox[RunMessa
                     name="calls", intensity=RESTART_INTENSITY, period=RESTART_PERIOD
                 ) as calls:
                     live.calls = calls
-                    calls.add_exit_listener(partial(_on_call_exit, live, calls))
                     try:
                         await _loop(services, live, calls, mailbox)
                     except Exception as exc:  # the model or the tools' preparation failed
                         failure = str(exc) or repr(exc)
-                        live.abort_calls(_RUN_FAILED)
+                        live.abort_calls(RUN_FAILED)
                         live.scope.cancel()  # stop the run; its calls are recorded below
             except RestartIntensityExceeded as exc:  # a call's actor kept failing
                 failure = _gave_up(live, exc)
         if failure is not None:
             with trio.move_on_after(CLEANUP_SECONDS, shield=True):
-                await record_cancelled(services, live.thread_id, live.run_id, _RUN_FAILED)
+                await record_cancelled(services, live.thread_id, live.run_id, RUN_FAILED)
                 await _set_status(services, live, "failed", error=failure)
         elif live.scope.cancelled_caught or live.cancelling:  # (cancelled while passivating)
             with trio.move_on_after(CLEANUP_SECONDS, shield=True):
@@ -122,14 +120,6 @@ async def run_actor(services: Services, live: LiveRun, mailbox: Mailbox[RunMessa
         raise
     finally:
         services.run_ended(live)
-
-
-def _on_call_exit(live: LiveRun, calls: Supervisor, record: object) -> None:
-    """An actor under the run's ``calls`` supervisor exited: if the supervisor gave up
-    (a call's actor failed past the restart intensity), abort every call of the run in this
-    same step, as the supervisor cancels them."""
-    if calls.gave_up is not None:
-        live.abort_calls(_RUN_FAILED)
 
 
 def _gave_up(live: LiveRun, exc: RestartIntensityExceeded) -> str:

@@ -48,6 +48,9 @@ _log = logging.getLogger("pai_actors")
 RUNTIME_CLOSING = "the runtime is closing"
 """The reason a closing runtime gives the calls it cancels (their signals and records)."""
 
+RUN_FAILED = "the run failed"
+"""The reason a failing run gives the calls it cancels (their signals and records)."""
+
 
 async def write_call(services: Services, call: StoredCall, record: CallRecord) -> StoredCall:
     """Write ``record`` and its tool part in one transaction; return the stored call."""
