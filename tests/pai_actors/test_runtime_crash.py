@@ -185,23 +185,32 @@ async def test_a_resume_running_when_the_process_stopped_is_recorded_interrupted
     assert [s.state for s in part.suspensions] == ["submitted"]
 
 
+class _Slow:
+    """A model that streams a little text, then never finishes its step."""
+
+    async def stream(self, request: Any) -> Any:
+        yield TextDelta("thinking")
+        await trio.sleep_forever()
+        yield Finish("stop")
+
+
+async def stopped_in_first_step(agent: Any) -> tuple[str, MemoryStore]:
+    """A thread whose run's process stopped in its first model step: its id, and the store
+    as the stopped process left it."""
+    store = MemoryStore()
+    async with create_test_runtime(agent, model=_Slow(), store=store) as rt:
+        thread_id = await rt.create_thread("s")
+        await rt.send(thread_id, "go")
+        await trio.testing.wait_all_tasks_blocked()
+        return thread_id, crashed(store)
+
+
 async def test_a_run_stopped_in_its_first_model_step_does_the_step_again(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    class Slow:
-        async def stream(self, request: Any) -> Any:
-            yield TextDelta("thinking")
-            await trio.sleep_forever()
-            yield Finish("stop")
-
     agent = define_agent(name="a", tools={})
-    store = MemoryStore()
     with trio.fail_after(10):
-        async with create_test_runtime(agent, model=Slow(), store=store) as rt:
-            thread_id = await rt.create_thread("s")
-            await rt.send(thread_id, "go")
-            await trio.testing.wait_all_tasks_blocked()
-            after_crash = crashed(store)
+        thread_id, after_crash = await stopped_in_first_step(agent)
         model = ScriptedModel([text("answer")])
         async with create_test_runtime(agent, model=model, store=after_crash) as rt:
             await rt.wait_idle(thread_id)
@@ -217,20 +226,9 @@ async def test_a_send_to_a_thread_whose_run_a_stopped_process_left_recovers_that
     # again (the send holding the thread no longer hides the run from it); the send finds
     # the thread busy with it, and once it completed the thread takes the next message.
     # (The property: ``orphaned(by_starter=True)`` in ``AdmissionMachine.run_queries_agree``.)
-    class Slow:
-        async def stream(self, request: Any) -> Any:
-            yield TextDelta("thinking")
-            await trio.sleep_forever()
-            yield Finish("stop")
-
     agent = define_agent(name="a", tools={})
-    store = MemoryStore()
     with trio.fail_after(10):
-        async with create_test_runtime(agent, model=Slow(), store=store) as rt:
-            thread_id = await rt.create_thread("s")
-            await rt.send(thread_id, "go")
-            await trio.testing.wait_all_tasks_blocked()
-            after_crash = crashed(store)
+        thread_id, after_crash = await stopped_in_first_step(agent)
         model = ScriptedModel([text("answer"), text("again")])
         async with create_test_runtime(agent, model=model, store=after_crash) as rt:
             with pytest.raises(ThreadBusy):
