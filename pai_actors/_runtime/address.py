@@ -5,7 +5,8 @@ A tool call's mailbox receives exactly three typed messages:
 
 - :class:`Start`: run ``execute`` from the initial entry, with the parsed input;
 - :class:`Resume`: re-enter ``execute`` after an accepted submission, carrying the accepted
-  payload and the ref of its action; it is sent only once the submission is durable;
+  payload and the ref of its action; it is built from the stored call, so it is sent only
+  once the submission is durable;
 - :class:`Abort`: stop, with a reason.
 
 ``Start`` and ``Resume`` are queued. ``Abort`` is not queued behind them: like an Erlang exit
@@ -17,9 +18,10 @@ the run failing, the runtime closing, the parent returning or being cancelled, a
 ``abort_signal``) sends an ``Abort`` to its address; nothing else aborts a call.
 
 An address is stable across the actor's restarts (each incarnation registers its ref) and
-outlives passivation through the run: a ``Resume`` for a call that has no actor starts one
-(the run spawns it, see ``_runtime.run``), and an ``Abort`` to a call that has no actor
-records it cancelled without executing (``_runtime.run.record_cancelled``).
+outlives passivation through the run: a submission to a call that has no actor starts one
+(its run, woken or activated, spawns it with the ``Resume``; see ``_runtime.run``), and an
+``Abort`` to a call that has no actor records it cancelled without executing
+(``_runtime.run.record_cancelled``).
 
 A module of its own so that the live run, the call actor and the child calls can all name
 the protocol without importing each other.
@@ -87,9 +89,9 @@ class CallAddress:
 
     __slots__ = ("aborted", "children", "controller", "failure", "key", "ref", "restarts")
 
-    def __init__(self, key: str, controller: AbortController | None = None) -> None:
+    def __init__(self, key: str) -> None:
         self.key = key
-        self.controller = controller if controller is not None else AbortController()
+        self.controller = AbortController()
         self.ref: ActorRef[Entry] | None = None
         self.children: set[CallAddress] = set()
         self.aborted: Abort | None = None

@@ -117,9 +117,9 @@ def resume_of(call: StoredCall) -> Resume | None:
 
 def spawn_call(
     services: Services, live: LiveRun, calls: Supervisor, call: StoredCall, entry: Entry
-) -> CallAddress:
-    """Start ``call``'s actor under the run's ``calls`` supervisor and send it ``entry``;
-    return its address (``live.addresses`` holds it until the call's actor is over).
+) -> None:
+    """Start ``call``'s actor under the run's ``calls`` supervisor and send it ``entry``
+    (``live.addresses`` holds its address until the call's actor is over).
 
     One actor per activation of the call: it ends when the call suspends or finishes. An
     incarnation that crashed is restarted by the supervisor (see the module docstring) and
@@ -162,7 +162,6 @@ def spawn_call(
         del live.addresses[tool_call_id]
         raise
     address.tell(entry)
-    return address
 
 
 def _abort_if_gave_up(live: LiveRun, calls: Supervisor, record: object) -> None:

@@ -20,7 +20,7 @@ from .._core.client_tool import ClientTool
 from .._core.model import Model
 from .._core.records import RunRecord, StoredCall, ThreadRecord
 from .._tools.agent import AgentDefinition
-from .address import Abort, CallAddress, Resume
+from .address import Abort, CallAddress
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +57,7 @@ class LiveRun:
     by ``cancel_run``: no action of the run is resolved any more. ``agent_id``, ``agent`` and
     ``model`` are the thread's agent (its registry id and definition) and its model.
     ``addresses`` holds the address of every call that has a live call actor, by tool call
-    id (``active_calls`` counts them); ``inbox`` holds the :class:`Resume` messages sent to
-    calls of the run that have no actor yet (the run spawns one for each when it looks at
-    its calls). ``resumes_started``
+    id (``active_calls`` counts them). ``resumes_started``
     holds the action ids whose accepted submission's resume began the tool's ``execute`` in
     this activation: when the runtime closes, only those submissions are recorded cancelled;
     the others stay stored intent, resumed when a later runtime loads the thread.
@@ -81,7 +79,6 @@ class LiveRun:
     waiting_message_id: str | None = None
     cancelling: bool = False
     addresses: dict[str, CallAddress] = field(default_factory=dict)
-    inbox: dict[str, Resume] = field(default_factory=dict)
     resumes_started: set[str] = field(default_factory=set)
     handoff: tuple[StoredCall, CallRecord] | None = None
     cancel_reason: str | None = None
@@ -127,13 +124,6 @@ class LiveRun:
         abort = Abort(reason)
         for address in list(self.addresses.values()):
             address.abort_enclosed(abort)
-
-    def deliver(self, tool_call_id: str, message: Resume) -> None:
-        """Send ``message`` to a call of the run that has no actor: the run starts one with
-        it when it next looks at its calls (see ``_runtime.run``)."""
-        self.inbox[tool_call_id] = message
-        self.changed = True
-        self.wake()
 
     def wake(self) -> None:
         try:

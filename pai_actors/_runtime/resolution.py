@@ -2,10 +2,10 @@
 ``fail_action`` of :class:`AgentRuntime` all go through it).
 
 The submission is judged by the pure core (``_core.calls``) against the stored call, written
-with the call's part in one transaction (a conflict: judge it again), and then the call is
-sent its ``Resume`` through its run, or the run is activated when its actor is not alive.
-Nothing here can lose an accepted submission: the stored call is the intent, and the run's
-actor resumes it whenever it looks at its calls.
+with the call's part in one transaction (a conflict: judge it again), and then the call's
+run is woken, or activated when its actor is not alive; the run sends the call the
+``Resume`` its stored record stands for. Nothing here can lose an accepted submission: the
+stored call is the intent, and the run's actor resumes it whenever it looks at its calls.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from .._core.call_record import CallRecord, CallSpec
 from .._core.calls import Submission
 from .._core.errors import StoreConflict
 from .._core.records import RunRecord, StoredCall
-from .call import resumable, resume_of
+from .call import resumable
 from .run import CLEANUP_SECONDS
 from .run_io import stage_call, write_call
 from .services import Services
@@ -89,18 +89,13 @@ async def _write(
 
 
 async def _wake(services: Services, call: StoredCall) -> None:
-    """After an accepted submission (durable now): send the call its :class:`Resume`
-    through its live run, or activate the run when it has no actor (it goes on from the
-    stored call, the durable form of that message); any other resolution only wakes the run,
-    which looks at its calls again."""
+    """Wake the call's run after an accepted resolution, now durable (activating the run if
+    it has no actor): the run reads the call and sends it the :class:`Resume` it stands
+    for."""
     live = services.live_run(call.run_id)
     if live is None:
         services.activate_soon(call)
         return
-    message = resume_of(call)
-    if message is None:
-        live.changed = True
-        live.wake()
-    else:
-        live.deliver(call.record.tool_call_id, message)
+    live.changed = True
     services.notify(live.thread_id)
+    live.wake()

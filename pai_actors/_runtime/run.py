@@ -8,12 +8,13 @@ each of its live calls an ``Abort`` (``LiveRun.abort_calls``) and then cancels t
 scope; the run records every unfinished call in one commit with its own status.
 
 An accepted submission is durable intent: the call is stored ``executing`` with its latest
-episode ``submitted`` (and no result). The submitter sends the call a ``Resume`` through the
-run (``LiveRun.deliver``), or, when the run has no actor, has it activated; the run actor,
-each time it looks at its calls (when it starts, also after an activation in a new runtime,
-and after each message), spawns an actor for every such call of the run that has none
-(``LiveRun.addresses``: nothing is spawned twice), with the ``Resume`` it was sent or, after
-an activation, the one the stored call stands for (``_runtime.call.resume_of``).
+episode ``submitted`` (and no result). The submitter, once that is written, wakes the run
+(or has it activated when it has no actor); the run actor, each time it looks at its calls
+(when it starts, also after an activation in a new runtime, and after each message), spawns
+an actor for every such call of the run that has none (``LiveRun.addresses``: nothing is
+spawned twice) and sends it the ``Resume`` the stored call stands for
+(``_runtime.call.resume_of``): the message is always its durable form, so a restart cannot
+lose it and a second look cannot send it twice.
 
 The run actor is the only writer of its run record. Its mailbox receives :class:`CallChanged`;
 after each it re-reads its run's calls from the store and continues when all of its step's
@@ -237,13 +238,9 @@ async def _wait_calls(
             tool_call_id = call.record.tool_call_id
             if tool_call_id in live.addresses:
                 continue
-            sent = live.inbox.pop(tool_call_id, None)
-            if resumable(call.record):
-                # The Resume a submitter sent, or (after an activation) its durable form.
-                if sent is None or sent.action.action_id != call.record.resume_action_id:
-                    sent = resume_of(call)
-                assert sent is not None
-                spawn_call(services, live, calls, call, sent)
+            resume = resume_of(call)  # the Resume its accepted submission stands for
+            if resume is not None:
+                spawn_call(services, live, calls, call, resume)
             elif needs_observing(live, call.record):
                 await observe_output(services, live, call)
         if live.active_calls == 0 and not live.changed:
