@@ -421,8 +421,7 @@ class _CallDriver:
             self.record,
             name,
             dumped,
-            item_id=item_id
-            or self.services.new_id("data", self.call.thread_id, self.record.tool_call_id),
+            item_id=item_id or self._new_data_id(),
             at=self.services.now(),
             transient=transient,
         )
