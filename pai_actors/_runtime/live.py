@@ -53,8 +53,9 @@ class LiveRun:
     set by a submission and cleared when the run actor re-reads its calls. ``phase`` is where
     the run's actor is (:class:`RunActorPhase`; only the run actor sets it): ``busy`` unless
     it waits for a message, ``stepping`` in a model step, ``passivated`` once it ended
-    waiting only on pending actions. ``cancelling`` is set
-    by ``cancel_run``: no action of the run is resolved any more. ``agent_id``, ``agent`` and
+    waiting only on pending actions. ``cancel_reason`` is the reason ``cancel_run`` gave
+    (whether it is cancelling the run is admission's to say: ``Services.is_cancelling``).
+    ``agent_id``, ``agent`` and
     ``model`` are the thread's agent (its registry id and definition) and its model.
     ``addresses`` holds the address of every call that has a live call actor, by tool call
     id (``active_calls`` counts them). ``resumes_started``
@@ -77,7 +78,6 @@ class LiveRun:
     changed: bool = False
     phase: RunActorPhase = RunActorPhase.STARTING
     waiting_message_id: str | None = None
-    cancelling: bool = False
     addresses: dict[str, CallAddress] = field(default_factory=dict)
     resumes_started: set[str] = field(default_factory=set)
     handoff: tuple[StoredCall, CallRecord] | None = None

@@ -84,7 +84,8 @@ async def run_actor(services: Services, live: LiveRun, mailbox: Mailbox[RunMessa
             with trio.move_on_after(CLEANUP_SECONDS, shield=True):
                 await record_cancelled(services, live.thread_id, live.run_id, RUN_FAILED)
                 await _set_status(services, live, "failed", error=failure)
-        elif live.scope.cancelled_caught or live.cancelling:  # (cancelled while passivating)
+        # (cancel_run may have come as it passivated: its scope then caught nothing)
+        elif live.scope.cancelled_caught or services.is_cancelling(live.run_id):
             with trio.move_on_after(CLEANUP_SECONDS, shield=True):
                 await record_cancelled(services, live.thread_id, live.run_id, live.cancel_reason)
                 await _set_status(services, live, "cancelled")
@@ -98,7 +99,7 @@ async def run_actor(services: Services, live: LiveRun, mailbox: Mailbox[RunMessa
         # to go on with (even once every call is done: an accepted submission the model has
         # not seen yet); one in the middle of a model step is cancelled unless a pending
         # call is kept.
-        if live.cancelling:
+        if services.is_cancelling(live.run_id):
             with trio.move_on_after(CLEANUP_SECONDS, shield=True):
                 await record_cancelled(services, live.thread_id, live.run_id, live.cancel_reason)
                 await _set_status(services, live, "cancelled")

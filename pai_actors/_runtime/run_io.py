@@ -198,8 +198,9 @@ async def read_step(
     except BaseException:
         # A cancellation of the run (cancel_run, or the runtime closing) cancels the calls
         # still streaming, with its reason; any other end of the stream breaks them.
-        cancelled = live.cancelling or services.closing()
-        reason = live.cancel_reason if live.cancelling else RUNTIME_CLOSING
+        cancelling = services.is_cancelling(live.run_id)
+        cancelled = cancelling or services.closing()
+        reason = live.cancel_reason if cancelling else RUNTIME_CLOSING
         with trio.CancelScope(shield=True):
             for call in streamed.values():
                 if call.record.phase == "streaming":

@@ -827,7 +827,6 @@ class AgentRuntime:
         live = self._live.get(run_id)
         if live is not None:
             self._handle(CancelBegan(run_id))  # (until its actor ends)
-            live.cancelling = True
             live.cancel_reason = reason
             live.abort_calls(reason)
             live.scope.cancel()
