@@ -44,12 +44,14 @@ log from restarting as it does with SQLite's own checkpoints, and never delays a
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import os
 import sqlite3
 import weakref
 from collections.abc import Sequence
+from dataclasses import replace
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
@@ -68,6 +70,7 @@ from .._core.records import (
 )
 from .base import Transaction, Write, open_actions
 from .sqlite_checkpoints import _Checkpointer
+from .sqlite_mirror import Mirror, MirroredThread
 from .sqlite_schema import migrate
 from .sqlite_writes import apply_writes
 
@@ -148,11 +151,10 @@ class SqliteStore:
         self._copied_here = 0  # db.total_changes when this connection last copied the log
         self._db: sqlite3.Connection | None = db
         self._batch: list[_Commit] | None = None  # the group commit being gathered
-        # The calls and runs of the last commits, by their stored JSON: reading one back
-        # returns the record written instead of parsing the text again. Records are
-        # immutable, and the Store protocol lets readers share them (MemoryStore always
-        # does); bounded, so memory does not grow with the number of conversations.
-        self._recent: dict[str, pydantic.BaseModel] = {}
+        # The threads this store last touched, in memory (see sqlite_mirror): valid while
+        # the file's data_version is the one it was read at.
+        self._mirror = Mirror()
+        self._data_version = _data_version(db)
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r}, durability={self.durability!r})"
@@ -247,16 +249,14 @@ class SqliteStore:
                     "lock for too long, or the file is read-only"
                 ) from exc
             try:
+                self._check_mirror(db)  # under the write lock: the file as it now is
                 alone = len(group) == 1  # no savepoint needed: a conflict refuses it all
-                written: list[tuple[str, pydantic.BaseModel]] = []
                 for commit in group:
                     if not alone:
                         db.execute("SAVEPOINT one_commit")
-                    mark = len(written)
                     try:
-                        apply_writes(db, commit.writes, written)
+                        apply_writes(db, commit.writes)
                     except (StoreError, sqlite3.Error) as exc:
-                        del written[mark:]
                         db.execute("ROLLBACK" if alone else "ROLLBACK TO one_commit")
                         commit.error = (
                             StoreError(f"SQLite refused a commit to {self.path!r}: {exc}")
@@ -267,7 +267,10 @@ class SqliteStore:
                         db.execute("RELEASE one_commit")
                 if db.in_transaction:
                     db.execute("COMMIT")
-                self._remember(written)
+                mirror = self._mirror
+                for commit in group:
+                    if commit.error is None:
+                        mirror.apply(commit.writes)
             except BaseException as exc:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
@@ -308,28 +311,50 @@ class SqliteStore:
             self._checkpoint_at = changes + _CHECKPOINT_ROWS
             checkpointer.wake(changes)
 
-    def _remember(self, written: list[tuple[str, pydantic.BaseModel]]) -> None:
-        recent = self._recent
-        for text, record in written:
-            recent[text] = record
-        excess = len(recent) - _RECENT
-        if excess > 0:
-            for text in list(itertools.islice(recent, excess)):
-                del recent[text]
+    def _check_mirror(self, db: sqlite3.Connection) -> None:
+        """Drop the mirror if another connection wrote the file since the store last looked."""
+        version = _data_version(db)
+        if version != self._data_version:
+            self._data_version = version
+            self._mirror.clear()
 
-    def _load(self, model: type[R], text: str) -> R:
-        """The record ``text`` holds: the one written, when it is among the recent ones."""
-        found = self._recent.get(text)
-        if found is not None and type(found) is model:
-            return found  # an instance of model: checked just above
-        return _load(model, text)
-
-    # Reads: one checkpoint, then one statement (a snapshot of the last commit).
+    # Reads: one checkpoint, then the mirror, or one statement (a snapshot of the last commit).
 
     async def _rows(self, sql: str, *args: object) -> list[Any]:
         db = self._connection()
         await trio.lowlevel.checkpoint()
         return db.execute(sql, args).fetchall()
+
+    async def _thread(self, thread_id: str) -> MirroredThread | None:
+        """The thread as the mirror holds it, read into it first if it is not there."""
+        db = self._connection()
+        await trio.lowlevel.checkpoint()
+        self._check_mirror(db)
+        found = self._mirror.thread(thread_id)
+        if found is not None:
+            return found
+        db.execute("BEGIN")  # one snapshot for the four reads
+        try:
+            rows = db.execute(
+                "SELECT json FROM threads WHERE thread_id = ?", (thread_id,)
+            ).fetchall()
+            if not rows:
+                return None
+            messages = _message_rows(db, thread_id)
+            runs = db.execute(
+                "SELECT json FROM runs WHERE thread_id = ? ORDER BY seq", (thread_id,)
+            ).fetchall()
+            calls = db.execute(
+                "SELECT json FROM calls WHERE thread_id = ? ORDER BY seq", (thread_id,)
+            ).fetchall()
+        finally:
+            db.execute("COMMIT")
+        return self._mirror.load(
+            _load(ThreadRecord, rows[0][0]),
+            _messages(messages),
+            [_load(RunRecord, row[0]) for row in runs],
+            [_load(StoredCall, row[0]) for row in calls],
+        )
 
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
         rows = await self._rows("SELECT json FROM threads WHERE thread_id = ?", thread_id)
@@ -342,48 +367,36 @@ class SqliteStore:
         return [_load(ThreadRecord, row[0]) for row in rows]
 
     async def list_messages(self, thread_id: str) -> list[Message]:
-        rows = await self._rows(
-            "SELECT m.message_id, m.json, p.json FROM messages m LEFT JOIN parts p"
-            " ON p.thread_id = m.thread_id AND p.message_id = m.message_id"
-            " WHERE m.thread_id = ? ORDER BY m.seq, p.position",
-            thread_id,
-        )
-        messages = []
-        for _, group in itertools.groupby(rows, key=lambda row: row[0]):
-            [first, *rest] = group
-            wire = json.loads(first[1])
-            wire["parts"] = [json.loads(row[2]) for row in (first, *rest) if row[2] is not None]
-            messages.append(_load_message(wire))
-        return messages
+        thread = await self._thread(thread_id)
+        return [] if thread is None else list(thread.messages)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
-        rows = await self._rows("SELECT json FROM runs WHERE run_id = ?", run_id)
-        return self._load(RunRecord, rows[0][0]) if rows else None
+        db = self._connection()
+        await trio.lowlevel.checkpoint()
+        self._check_mirror(db)
+        found = self._mirror.run(run_id)
+        if found is not None:
+            return found
+        rows = db.execute("SELECT json FROM runs WHERE run_id = ?", (run_id,)).fetchall()
+        return _load(RunRecord, rows[0][0]) if rows else None
 
     async def list_runs(self, thread_id: str) -> list[RunRecord]:
-        rows = await self._rows("SELECT json FROM runs WHERE thread_id = ? ORDER BY seq", thread_id)
-        return [self._load(RunRecord, row[0]) for row in rows]
+        thread = await self._thread(thread_id)
+        return [] if thread is None else list(thread.runs.values())
 
     async def get_active_run(self, thread_id: str) -> RunRecord | None:
-        rows = await self._rows(
-            "SELECT json FROM runs WHERE thread_id = ? AND active = 1 ORDER BY seq LIMIT 1",
-            thread_id,
-        )
-        return self._load(RunRecord, rows[0][0]) if rows else None
+        thread = await self._thread(thread_id)
+        if thread is None:
+            return None
+        return next((run for run in thread.runs.values() if run.active), None)
 
     async def get_call(self, thread_id: str, tool_call_id: str) -> StoredCall | None:
-        rows = await self._rows(
-            "SELECT json FROM calls WHERE thread_id = ? AND tool_call_id = ?",
-            thread_id,
-            tool_call_id,
-        )
-        return self._load(StoredCall, rows[0][0]) if rows else None
+        thread = await self._thread(thread_id)
+        return None if thread is None else thread.calls.get(tool_call_id)
 
     async def list_calls(self, thread_id: str) -> list[StoredCall]:
-        rows = await self._rows(
-            "SELECT json FROM calls WHERE thread_id = ? ORDER BY seq", thread_id
-        )
-        return [self._load(StoredCall, row[0]) for row in rows]
+        thread = await self._thread(thread_id)
+        return [] if thread is None else list(thread.calls.values())
 
     async def get_pending_action(self, thread_id: str, action_id: str) -> OpenAction | None:
         for action in await self.list_pending_actions(thread_id):
@@ -392,10 +405,14 @@ class SqliteStore:
         return None
 
     async def list_pending_actions(self, thread_id: str) -> list[OpenAction]:
-        rows = await self._rows(
-            "SELECT json FROM calls WHERE thread_id = ? AND open = 1 ORDER BY seq", thread_id
-        )
-        return [action for row in rows for action in open_actions(self._load(StoredCall, row[0]))]
+        thread = await self._thread(thread_id)
+        if thread is None:
+            return []
+        return [
+            replace(action, input=copy.deepcopy(action.input))
+            for call in thread.calls.values()
+            for action in open_actions(call)
+        ]
 
     async def list_scope_pending_actions(self, scope_key: str) -> list[OpenAction]:
         rows = await self._rows(
@@ -403,21 +420,16 @@ class SqliteStore:
             " WHERE t.scope_key = ? AND c.open = 1 ORDER BY t.seq, c.seq",
             scope_key,
         )
-        return [action for row in rows for action in open_actions(self._load(StoredCall, row[0]))]
+        return [action for row in rows for action in open_actions(_load(StoredCall, row[0]))]
 
     async def list_tool_data(
         self, thread_id: str, tool_call_id: str, channel: str
     ) -> list[ToolDataItem]:
-        rows = await self._rows(
-            "SELECT json FROM calls WHERE thread_id = ? AND tool_call_id = ?",
-            thread_id,
-            tool_call_id,
-        )
-        if not rows:
+        call = await self.get_call(thread_id, tool_call_id)
+        if call is None:
             return []
-        call = _load(StoredCall, rows[0][0])  # parsed afresh: nothing shared
         return [
-            ToolDataItem(id=item.id, value=item.value, updated_at=item.updated_at)
+            ToolDataItem(id=item.id, value=copy.deepcopy(item.value), updated_at=item.updated_at)
             for item in call.record.data.get(channel, ())
         ]
 
@@ -444,15 +456,38 @@ def _load(model: type[R], text: str) -> R:
         ) from exc
 
 
+def _data_version(db: sqlite3.Connection) -> int:
+    version: int = db.execute("PRAGMA data_version").fetchone()[0]
+    return version
+
+
+def _message_rows(db: sqlite3.Connection, thread_id: str) -> list[Any]:
+    """A thread's messages joined with their parts, in order: (message id, json, part json)."""
+    return db.execute(
+        "SELECT m.message_id, m.json, p.json FROM messages m LEFT JOIN parts p"
+        " ON p.thread_id = m.thread_id AND p.message_id = m.message_id"
+        " WHERE m.thread_id = ? ORDER BY m.seq, p.position",
+        (thread_id,),
+    ).fetchall()
+
+
+def _messages(rows: list[Any]) -> list[Message]:
+    """The messages :func:`_message_rows` read, parsed."""
+    messages = []
+    for _, group in itertools.groupby(rows, key=lambda row: row[0]):
+        [first, *rest] = group
+        wire = json.loads(first[1])
+        wire["parts"] = [json.loads(row[2]) for row in (first, *rest) if row[2] is not None]
+        messages.append(_load_message(wire))
+    return messages
+
+
 def _load_message(wire: dict[str, Any]) -> Message:
     try:
         return Message.model_validate(wire)
     except pydantic.ValidationError as exc:
         raise StoreError(f"a stored message cannot be read: {exc}") from exc
 
-
-_RECENT = 256
-"""How many written calls and runs a :class:`SqliteStore` keeps to answer reads with."""
 
 _CHECKPOINT_ROWS = 1000
 """Rows a :class:`SqliteStore` changes between two wakes of its checkpointer: about 2,500 WAL

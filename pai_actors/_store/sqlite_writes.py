@@ -17,8 +17,6 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import assert_never
 
-import pydantic
-
 from .._core.errors import StoreConflict, StoreError
 from .._core.parts import Message, ToolPart
 from .base import (
@@ -35,14 +33,9 @@ from .base import (
 )
 
 
-def apply_writes(
-    db: sqlite3.Connection,
-    writes: Sequence[Write],
-    written: list[tuple[str, pydantic.BaseModel]],
-) -> None:
+def apply_writes(db: sqlite3.Connection, writes: Sequence[Write]) -> None:
     """Apply ``writes`` in order inside the open transaction; :class:`StoreConflict` for the
-    first that conflicts (the caller rolls back). Appends each call and run written, with its
-    JSON, to ``written``.
+    first that conflicts (the caller rolls back).
 
     Each write is one statement that the schema's keys refuse when it conflicts (a primary
     key taken, a foreign key missing, a second active run of a thread) or that matches no
@@ -50,7 +43,7 @@ def apply_writes(
     in :func:`_refuse`, to say why in MemoryStore's words."""
     for write in writes:
         try:
-            applied = _write_one(db, write, written)
+            applied = _write_one(db, write)
         except sqlite3.IntegrityError:
             _refuse(db, write)
             raise  # refused for no reason MemoryStore has: the caller reports a StoreError
@@ -61,9 +54,7 @@ def apply_writes(
             )
 
 
-def _write_one(
-    db: sqlite3.Connection, write: Write, written: list[tuple[str, pydantic.BaseModel]]
-) -> bool:
+def _write_one(db: sqlite3.Connection, write: Write) -> bool:
     """Write one ``write``; ``False`` if it is an update that matched no row."""
     if isinstance(write, PutCall):  # the most frequent write first
         call, stored = write.call, write.stored
@@ -82,7 +73,6 @@ def _write_one(
             (stored.revision, is_open, text, call.thread_id, call.tool_call_id, call.revision),
         ).rowcount:
             return False
-        written.append((text, stored))
     elif isinstance(write, PutToolPart):
         db.execute(
             "INSERT INTO parts (thread_id, message_id, key, position, json)"
@@ -139,7 +129,6 @@ def _write_one(
             (new.revision, int(new.active), text, run.run_id, run.revision, run.thread_id),
         ).rowcount:
             return False
-        written.append((text, new))
     elif isinstance(write, SaveFile):
         file = write.file
         db.execute(

@@ -1,0 +1,164 @@
+"""What a :class:`~pai_actors.SqliteStore` keeps in memory of the threads it last touched:
+their messages, runs and calls, so that reading back what the store wrote runs no query and
+parses nothing.
+
+A runtime reads its own writes all the time (a run reads its messages before each model step
+and its calls after each change; a submission reads the call it resolves), and answering
+those from SQL meant a query and a pydantic parse of every record, every time. The mirror
+holds the records of a bounded number of threads (:data:`MIRRORED_THREADS`, least recently
+used first out), in plain lists and dicts changed in place:
+
+- a thread enters it whole, when the store creates it or first reads it (its messages, runs
+  and calls, in one read each);
+- every commit the store wrote is applied to it after SQLite's ``COMMIT`` returned, and only
+  the commits SQLite applied (one refused under its savepoint changes nothing here); SQLite
+  has checked them, so applying one checks nothing again;
+- it is dropped whole when another connection has written the file since the store last
+  looked (``PRAGMA data_version`` changed: another process, or another store object on the
+  same file), so it never answers with a state older than the file's.
+
+Records are shared with the readers, as :class:`~pai_actors.MemoryStore` shares them (the
+Store protocol's contract: records are immutable, and their JSON values are read-only to the
+runtime); the lists a read returns are new.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from .._core.parts import Message, ToolPart
+from .._core.records import RunRecord, StoredCall, ThreadRecord
+from .base import (
+    AppendMessage,
+    CreateThread,
+    PutCall,
+    PutRun,
+    PutToolPart,
+    ReplaceMessage,
+    SaveFile,
+    Write,
+)
+
+MIRRORED_THREADS = 256
+"""How many threads a :class:`~pai_actors.SqliteStore` keeps in memory: a conversation in
+flight touches its thread several times a second, a suspended one not again until it is
+resumed, so a few hundred cover the threads being worked on without holding the waiting
+ones (a suspended call costs its stored row, not memory)."""
+
+
+class MirroredThread:
+    """A thread's records as the file holds them: its messages and runs in order, its calls
+    in the order they were created (a dict keeps the order of first insertion)."""
+
+    __slots__ = ("calls", "message_at", "messages", "record", "runs")
+
+    def __init__(
+        self,
+        record: ThreadRecord,
+        messages: Iterable[Message] = (),
+        runs: Iterable[RunRecord] = (),
+        calls: Iterable[StoredCall] = (),
+    ) -> None:
+        self.record = record
+        self.messages = list(messages)
+        self.message_at = {message.id: i for i, message in enumerate(self.messages)}
+        self.runs = {run.run_id: run for run in runs}
+        self.calls = {call.tool_call_id: call for call in calls}
+
+    def put_part(self, message_id: str, part: ToolPart) -> None:
+        """Replace the tool part of ``part.tool_call_id`` in the message, or append it."""
+        at = self.message_at[message_id]
+        message = self.messages[at]
+        parts = message.parts
+        for i, old in enumerate(parts):
+            if isinstance(old, ToolPart) and old.tool_call_id == part.tool_call_id:
+                parts = (*parts[:i], part, *parts[i + 1 :])
+                break
+        else:
+            parts = (*parts, part)
+        self.messages[at] = message.model_copy(update={"parts": parts})
+
+
+class Mirror:
+    """The mirrored threads. Not thread-safe: the store's own (trio) thread uses it."""
+
+    __slots__ = ("_run_threads", "limit", "threads")
+
+    def __init__(self, limit: int = MIRRORED_THREADS) -> None:
+        self.limit = limit
+        # by thread id, least recently used first (a dict keeps insertion order)
+        self.threads: dict[str, MirroredThread] = {}
+        self._run_threads: dict[str, MirroredThread] = {}  # every run of a mirrored thread
+
+    def clear(self) -> None:
+        """Forget every thread (another connection changed the file)."""
+        self.threads.clear()
+        self._run_threads.clear()
+
+    def thread(self, thread_id: str) -> MirroredThread | None:
+        """The mirrored thread, or ``None`` when it is not mirrored."""
+        threads = self.threads
+        found = threads.pop(thread_id, None)
+        if found is not None:
+            threads[thread_id] = found  # the most recently used now
+        return found
+
+    def run(self, run_id: str) -> RunRecord | None:
+        """The run, if its thread is mirrored (every run of a mirrored thread is)."""
+        thread = self._run_threads.get(run_id)
+        return None if thread is None else thread.runs[run_id]
+
+    def load(
+        self,
+        record: ThreadRecord,
+        messages: Iterable[Message],
+        runs: Sequence[RunRecord],
+        calls: Iterable[StoredCall],
+    ) -> MirroredThread:
+        """Mirror a thread read whole from the file: its messages, runs and calls in order."""
+        thread = self._add(MirroredThread(record, messages, runs, calls))
+        for run in runs:
+            self._run_threads[run.run_id] = thread
+        return thread
+
+    def apply(self, writes: Sequence[Write]) -> None:
+        """Apply a commit SQLite wrote: the writes to mirrored threads, and new threads."""
+        threads = self.threads
+        for write in writes:
+            if isinstance(write, PutCall):  # the most frequent write first
+                call = write.stored
+                thread = threads.get(call.thread_id)
+                if thread is not None:
+                    thread.calls[call.tool_call_id] = call
+            elif isinstance(write, PutToolPart):
+                thread = threads.get(write.thread_id)
+                if thread is not None:
+                    thread.put_part(write.message_id, write.part)
+            elif isinstance(write, PutRun):
+                run = write.stored
+                thread = threads.get(run.thread_id)
+                if thread is not None:
+                    thread.runs[run.run_id] = run
+                    self._run_threads[run.run_id] = thread
+            elif isinstance(write, AppendMessage):
+                thread = threads.get(write.thread_id)
+                if thread is not None:
+                    thread.message_at[write.message.id] = len(thread.messages)
+                    thread.messages.append(write.message)
+            elif isinstance(write, ReplaceMessage):
+                thread = threads.get(write.thread_id)
+                if thread is not None:
+                    thread.messages[thread.message_at[write.message.id]] = write.message
+            elif isinstance(write, CreateThread):
+                self._add(MirroredThread(write.thread))
+            else:
+                assert isinstance(write, SaveFile)  # files are not mirrored
+
+    def _add(self, thread: MirroredThread) -> MirroredThread:
+        threads = self.threads
+        threads[thread.record.thread_id] = thread
+        while len(threads) > self.limit:
+            oldest = threads.pop(next(iter(threads)))
+            for run_id in oldest.runs:
+                del self._run_threads[run_id]
+        return thread
