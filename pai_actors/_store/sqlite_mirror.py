@@ -5,8 +5,10 @@ parses nothing.
 A runtime reads its own writes all the time (a run reads its messages before each model step
 and its calls after each change; a submission reads the call it resolves), and answering
 those from SQL meant a query and a pydantic parse of every record, every time. The mirror
-holds the records of a bounded number of threads (:data:`MIRRORED_THREADS`, least recently
-used first out), in plain lists and dicts changed in place:
+holds, in plain lists and dicts changed in place, the records of every thread with a
+``running`` run (as many as the runtime runs at once: ``max_active_runs``) and of the
+:data:`MIRRORED_THREADS` others used last (least recently used first out), so that a burst of
+conversations in flight never pushes out the threads being worked on:
 
 - a thread enters it whole, when the store creates it or first reads it (its messages, runs
   and calls, in one read each);
@@ -24,6 +26,7 @@ runtime); the lists a read returns are new.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 
 from .._core.parts import Message, ToolPart
@@ -40,10 +43,11 @@ from .base import (
 )
 
 MIRRORED_THREADS = 256
-"""How many threads a :class:`~pai_actors.SqliteStore` keeps in memory: a conversation in
-flight touches its thread several times a second, a suspended one not again until it is
-resumed, so a few hundred cover the threads being worked on without holding the waiting
-ones (a suspended call costs its stored row, not memory)."""
+"""How many threads without a ``running`` run a :class:`~pai_actors.SqliteStore` keeps in
+memory besides those with one: a conversation in flight touches its thread many times a
+second, a suspended one not again until it is resumed (most often soon, by a client that
+watched it suspend), so a few hundred recent ones cover those without holding every waiting
+one (a suspended call costs its stored row, not memory)."""
 
 
 class MirroredThread:
@@ -82,18 +86,21 @@ class MirroredThread:
 class Mirror:
     """The mirrored threads. Not thread-safe: the store's own (trio) thread uses it."""
 
-    __slots__ = ("_run_threads", "limit", "threads")
+    __slots__ = ("_run_threads", "_running", "limit", "threads")
 
     def __init__(self, limit: int = MIRRORED_THREADS) -> None:
         self.limit = limit
         # by thread id, least recently used first (a dict keeps insertion order)
         self.threads: dict[str, MirroredThread] = {}
         self._run_threads: dict[str, MirroredThread] = {}  # every run of a mirrored thread
+        # thread id -> its running run, for the threads that have one: never evicted
+        self._running: dict[str, str] = {}
 
     def clear(self) -> None:
         """Forget every thread (another connection changed the file)."""
         self.threads.clear()
         self._run_threads.clear()
+        self._running.clear()
 
     def thread(self, thread_id: str) -> MirroredThread | None:
         """The mirrored thread, or ``None`` when it is not mirrored."""
@@ -116,10 +123,11 @@ class Mirror:
         calls: Iterable[StoredCall],
     ) -> MirroredThread:
         """Mirror a thread read whole from the file: its messages, runs and calls in order."""
-        thread = self._add(MirroredThread(record, messages, runs, calls))
+        thread = MirroredThread(record, messages, runs, calls)
         for run in runs:
             self._run_threads[run.run_id] = thread
-        return thread
+            self._note_status(run)
+        return self._add(thread)
 
     def apply(self, writes: Sequence[Write]) -> None:
         """Apply a commit SQLite wrote: the writes to mirrored threads, and new threads."""
@@ -140,6 +148,7 @@ class Mirror:
                 if thread is not None:
                     thread.runs[run.run_id] = run
                     self._run_threads[run.run_id] = thread
+                    self._note_status(run)
             elif isinstance(write, AppendMessage):
                 thread = threads.get(write.thread_id)
                 if thread is not None:
@@ -154,11 +163,21 @@ class Mirror:
             else:
                 assert isinstance(write, SaveFile)  # files are not mirrored
 
+    def _note_status(self, run: RunRecord) -> None:
+        running = self._running
+        if run.status == "running":
+            running[run.thread_id] = run.run_id
+        elif running.get(run.thread_id) == run.run_id:
+            del running[run.thread_id]
+
     def _add(self, thread: MirroredThread) -> MirroredThread:
         threads = self.threads
         threads[thread.record.thread_id] = thread
-        while len(threads) > self.limit:
-            oldest = threads.pop(next(iter(threads)))
-            for run_id in oldest.runs:
-                del self._run_threads[run_id]
+        running = self._running
+        excess = len(threads) - len(running) - self.limit
+        if excess > 0:  # the least recently used first, passing over the running ones
+            evicted = list(itertools.islice((i for i in threads if i not in running), excess))
+            for thread_id in evicted:
+                for run_id in threads.pop(thread_id).runs:
+                    del self._run_threads[run_id]
         return thread

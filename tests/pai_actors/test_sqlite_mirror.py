@@ -143,22 +143,33 @@ async def test_tool_parts_put_in_place_read_as_the_file_holds_them(tmp_path: Pat
         assert [type(p).__name__ for p in message.parts] == ["TextPart", "ToolPart"]
 
 
-async def test_the_mirror_is_bounded_and_an_evicted_thread_reads_from_the_file(
+async def test_the_mirror_keeps_running_threads_and_a_bounded_number_of_others(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "x.db"
     count = MIRRORED_THREADS + 10
     with SqliteStore(path) as store:
+        async with store.transaction() as tx:  # a thread being worked on stays
+            tx.create_thread(thread("busy"))
+            tx.put_run(run("r-busy", "busy"))
         for i in range(count):
             async with store.transaction() as tx:
                 tx.create_thread(thread(f"t{i}"))
                 tx.append_message(f"t{i}", user(f"m{i}"))
-                tx.put_run(run(f"r{i}", f"t{i}"))
-        assert len(store._mirror.threads) == MIRRORED_THREADS
+                tx.put_run(run(f"r{i}", f"t{i}", "completed"))
+        assert len(store._mirror.threads) == MIRRORED_THREADS + 1
+        assert "busy" in store._mirror.threads
         assert "t0" not in store._mirror.threads  # the least recently used went first
         with SqliteStore(path) as fresh:
             for i in (0, 5, count - 1):
                 assert await everything(store, f"t{i}") == await everything(fresh, f"t{i}")
             assert (await store.get_run("r1")) == (await fresh.get_run("r1"))
         assert "t0" in store._mirror.threads  # read back in whole
+        assert len(store._mirror.threads) == MIRRORED_THREADS + 1
+        [busy] = await store.list_runs("busy")
+        async with store.transaction() as tx:  # no longer running: evicted like the others
+            tx.put_run(busy.model_copy(update={"status": "waiting"}))
+        for i in range(MIRRORED_THREADS):
+            await store.list_messages(f"t{i}")
+        assert "busy" not in store._mirror.threads
         assert len(store._mirror.threads) == MIRRORED_THREADS
