@@ -1,93 +1,167 @@
-"""Benchmarks for ``supervisors``: each figure against a bare baseline measured in the same run.
+"""Benchmarks for ``supervisors`` and ``pai_actors``: each figure against a baseline measured
+in the same run.
 
-Run ``python -m benchmarks`` (full sizes; ``--check`` exits 1 if a target is missed) or
-``python -m benchmarks --quick`` (small sizes for CI, always exits 0). Each figure prints one
-JSON line (see :class:`Record`). The figures:
+Run ``python -m benchmarks`` (full sizes; ``--check`` exits 1 if a target is missed;
+``--out FILE`` also writes the JSON lines to ``FILE``) or ``python -m benchmarks --quick``
+(small sizes for CI, always exits 0); ``python -m benchmarks --markdown FILE`` renders such a
+file as the Markdown table the docs quote (:func:`render_markdown`). Each figure prints one
+JSON line (see :class:`Record`): ``value`` and ``baseline_value`` with their ``unit``, the
+``ratio`` and its ``target``, ``met``, and ``method`` (how it was measured), ``samples`` and
+``baseline_samples`` (every repetition's value).
+
+Method (:mod:`benchmarks._harness`): each side of each repetition runs in a fresh Python
+process (``python -m benchmarks._side``) that imports only that side; the sides alternate
+(candidate, baseline, then baseline, candidate, ...) and a figure reports the MEDIAN of each
+side's repetitions. The garbage collector keeps its defaults. Only the public API of
+``pai_actors`` and ``supervisors`` is used. The figures:
 
 - ``spawn_exit``: temporary actors spawned and exited per second under a supervisor, vs
-  ``nursery.start_soon`` of trivial tasks. Target: ratio of throughputs >= 0.5.
-- ``spawn_exit_scoped``: the same against tasks that each enter their own cancel scope, as
-  every actor does; informational, no target.
+  ``nursery.start_soon`` of trivial tasks that each enter their own cancel scope, as every
+  actor does. Target: ratio of throughputs >= 0.5.
+- ``spawn_exit_unscoped``: the same against bare ``start_soon`` tasks; informational.
 - ``ask``: ``ask`` round trips per second, vs a memory-channel ping-pong. Target: >= 0.5.
 - ``teardown``: seconds to cancel a depth-4, fan-out-10 supervision tree (11,111 actors)
   from its root until every actor's exit is recorded, vs a nested-nursery tree of the same
   shape. Target: ratio of times <= 2.
 - ``vs_pykka``: actor lifecycles (start + one ask + stop) per second, many at once, vs
   pykka's ``ThreadingActor`` doing the same. Target: ratio of throughputs >= 5.
-- ``vs_pykka_sequential``: the same, one lifecycle after another (latency); informational,
-  no target (``"target"`` and ``"met"`` are ``null``).
+- ``vs_pykka_sequential``: the same, one lifecycle after another; informational.
 - ``tool_calls``: tool calls per second through the agent runtime (one run whose model asks
   for all the calls at once, memory store), vs ``nursery.start_soon`` tasks doing the same
-  tool work (validating the input with the same pydantic model). Target: >= 0.3.
-- ``tool_calls_vs_pykka``: the same tool calls against a pykka ``ThreadingActor`` per call
-  (start, ask with the input, stop, many at once). Target: ratio of throughputs >= 5.
+  tool work. Target: >= 0.3.
+- ``tool_calls_vs_pykka``: the same tool calls against a pykka ``ThreadingActor`` per call.
+  Target: >= 5.
 - ``cancel_run``: seconds for ``cancel_run`` to record every call of a run with many calls
-  in flight as cancelled, vs cancelling a nursery of as many sleeping tasks. Target: ratio
-  of times <= 3.
-- ``w1_sequential``, ``w1_concurrent``, ``w1_*_pydantic_ai``, ``w2_suspend``, ``w2_resume``,
-  ``w2_memory``, ``reopen_100k``: conversations whose tool call suspends for approval in a
-  SQLite file, against LangGraph and pydantic-ai (``pip install .[bench]``; without them the
-  peer figures report our value and no ratio). See :mod:`benchmarks._durable`.
+  in flight as cancelled, vs cancelling a nursery of as many sleeping tasks. Target: <= 3.
+- ``threaded``: approval round trips driven from 8 OS threads through ``pai_actors.threaded``,
+  vs the same from 8 trio tasks in the runtime's own run. Target: >= 0.5.
+- Durable approvals on SQLite (see :mod:`benchmarks._durable`), against LangGraph at its
+  defaults (``synchronous=FULL``) unless the name says ``_equal_normal`` or ``_equal_full``
+  (both sides at the same durability; informational) and against pydantic-ai
+  (``pip install .[bench]``; without the peers the peer figures report our value and no
+  ratio): ``w1_sequential`` (>= 5), ``w1_sequential_equal_normal``,
+  ``w1_sequential_equal_full``, ``w1_concurrent`` (>= 8), ``w1_concurrent_equal_normal``,
+  ``w1_concurrent_equal_full``, ``w1_concurrent_vs_sequential`` (ours at once over ours one
+  after another, >= 1.5), ``w1_sequential_pydantic_ai``, ``w1_concurrent_pydantic_ai``,
+  ``w2_suspend`` (time ratio <= 0.2), ``w2_resume`` (>= 5), ``w2_suspend_equal_normal``,
+  ``w2_resume_equal_normal``, ``w2_memory`` and ``w2_memory_at_once`` (<= 1024 bytes per
+  suspended conversation; LangGraph's, informational, as the baseline),
+  ``cpu_per_conversation`` (CPU ms per conversation; the durable-write limit over ours
+  >= 0.08) and ``reopen_100k`` (<= 1 s).
 - ``protocol_latency_p50_sequential``, ``protocol_latency_p99_sequential``,
-  ``protocol_latency_p50_concurrent``, ``protocol_latency_p99_concurrent``: with ``n``
-  watchers connected (one client connection each, each on its own thread waiting on an
-  approval), seconds from a separate client submitting an approval until its watcher sees
-  the tool part ``output-available``, one approval at a time or all at once, vs a bare
-  trio-websocket echo round trip in the same pattern. Target (p99): ratio of times <= 5.
-- ``protocol_load`` (conversations per second through the server from many clients for a
-  while, informational; any error fails it) and ``protocol_load_memory`` (the server
-  process's last over first RSS sample of that run, after a warm-up; target <= 1.25). See
-  :mod:`benchmarks._protocol`.
-- ``threaded``: approval round trips (a conversation whose call suspends for approval and
-  is approved) driven from 8 OS threads through ``pai_actors.threaded``, vs the same from 8
-  trio tasks in the runtime's own run. Target: ratio of throughputs >= 0.5.
+  ``protocol_latency_p50_concurrent``, ``protocol_latency_p99_concurrent``: seconds from a
+  client submitting an approval until its watcher sees the output, with ``n`` watchers
+  connected, vs a bare trio-websocket echo round trip measured in the same fresh process.
+  Target (p99): ratio of times <= 5. See :mod:`benchmarks._protocol`.
+- ``protocol_load`` (conversations per second through the server from many clients,
+  informational; any error fails it) and ``protocol_load_memory`` (the server process's last
+  over first RSS sample, target <= 1.25); the server and the clients in fresh processes.
 
 Each figure is a function that takes its sizes, so a test can run it tiny. Timing lives
-here, never in a test.
+here, never in a test. This package's ``__init__`` imports the figures lazily, so that a side
+process imports only its own side.
 """
 
-from ._ask import ask_round_trip as ask_round_trip
-from ._cancel_run import cancel_run as cancel_run
-from ._durable import reopen as reopen
-from ._durable import w1_concurrent as w1_concurrent
-from ._durable import w1_concurrent_pydantic_ai as w1_concurrent_pydantic_ai
-from ._durable import w1_sequential as w1_sequential
-from ._durable import w1_sequential_pydantic_ai as w1_sequential_pydantic_ai
-from ._durable import w2_memory as w2_memory
-from ._durable import w2_resume as w2_resume
-from ._durable import w2_suspend as w2_suspend
-from ._harness import Record as Record
-from ._harness import Target as Target
-from ._protocol_latency import latency_p50_concurrent as protocol_latency_p50_concurrent
-from ._protocol_latency import latency_p50_sequential as protocol_latency_p50_sequential
-from ._protocol_latency import latency_p99_concurrent as protocol_latency_p99_concurrent
-from ._protocol_latency import latency_p99_sequential as protocol_latency_p99_sequential
-from ._protocol_load import load as protocol_load
-from ._protocol_load import load_memory as protocol_load_memory
-from ._spawn_exit import spawn_exit as spawn_exit
-from ._spawn_exit import spawn_exit_scoped as spawn_exit_scoped
-from ._teardown import tree_size as tree_size
-from ._teardown import tree_teardown as tree_teardown
-from ._threaded import threaded as threaded
-from ._tool_calls import tool_calls as tool_calls
-from ._tool_calls import tool_calls_vs_pykka as tool_calls_vs_pykka
-from ._vs_pykka import vs_pykka as vs_pykka
-from ._vs_pykka import vs_pykka_sequential as vs_pykka_sequential
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._ask import ask_round_trip as ask_round_trip
+    from ._cancel_run import cancel_run as cancel_run
+    from ._durable import cpu_per_conversation as cpu_per_conversation
+    from ._durable import reopen as reopen
+    from ._durable import w1_concurrent as w1_concurrent
+    from ._durable import w1_concurrent_equal_full as w1_concurrent_equal_full
+    from ._durable import w1_concurrent_equal_normal as w1_concurrent_equal_normal
+    from ._durable import w1_concurrent_pydantic_ai as w1_concurrent_pydantic_ai
+    from ._durable import w1_concurrent_vs_sequential as w1_concurrent_vs_sequential
+    from ._durable import w1_sequential as w1_sequential
+    from ._durable import w1_sequential_equal_full as w1_sequential_equal_full
+    from ._durable import w1_sequential_equal_normal as w1_sequential_equal_normal
+    from ._durable import w1_sequential_pydantic_ai as w1_sequential_pydantic_ai
+    from ._durable import w2_memory as w2_memory
+    from ._durable import w2_memory_at_once as w2_memory_at_once
+    from ._durable import w2_resume as w2_resume
+    from ._durable import w2_resume_equal_normal as w2_resume_equal_normal
+    from ._durable import w2_suspend as w2_suspend
+    from ._durable import w2_suspend_equal_normal as w2_suspend_equal_normal
+    from ._harness import Record as Record
+    from ._harness import Target as Target
+    from ._harness import render_markdown as render_markdown
+    from ._protocol_latency import latency_p50_concurrent as protocol_latency_p50_concurrent
+    from ._protocol_latency import latency_p50_sequential as protocol_latency_p50_sequential
+    from ._protocol_latency import latency_p99_concurrent as protocol_latency_p99_concurrent
+    from ._protocol_latency import latency_p99_sequential as protocol_latency_p99_sequential
+    from ._protocol_load import load as protocol_load
+    from ._protocol_load import load_memory as protocol_load_memory
+    from ._spawn_exit import spawn_exit as spawn_exit
+    from ._spawn_exit import spawn_exit_unscoped as spawn_exit_unscoped
+    from ._teardown import tree_size as tree_size
+    from ._teardown import tree_teardown as tree_teardown
+    from ._threaded import threaded as threaded
+    from ._tool_calls import tool_calls as tool_calls
+    from ._tool_calls import tool_calls_vs_pykka as tool_calls_vs_pykka
+    from ._vs_pykka import vs_pykka as vs_pykka
+    from ._vs_pykka import vs_pykka_sequential as vs_pykka_sequential
+
+_LAZY = {
+    "Record": ("_harness", "Record"),
+    "Target": ("_harness", "Target"),
+    "render_markdown": ("_harness", "render_markdown"),
+    "ask_round_trip": ("_ask", "ask_round_trip"),
+    "cancel_run": ("_cancel_run", "cancel_run"),
+    "cpu_per_conversation": ("_durable", "cpu_per_conversation"),
+    "reopen": ("_durable", "reopen"),
+    "w1_concurrent": ("_durable", "w1_concurrent"),
+    "w1_concurrent_equal_full": ("_durable", "w1_concurrent_equal_full"),
+    "w1_concurrent_equal_normal": ("_durable", "w1_concurrent_equal_normal"),
+    "w1_concurrent_pydantic_ai": ("_durable", "w1_concurrent_pydantic_ai"),
+    "w1_concurrent_vs_sequential": ("_durable", "w1_concurrent_vs_sequential"),
+    "w1_sequential": ("_durable", "w1_sequential"),
+    "w1_sequential_equal_full": ("_durable", "w1_sequential_equal_full"),
+    "w1_sequential_equal_normal": ("_durable", "w1_sequential_equal_normal"),
+    "w1_sequential_pydantic_ai": ("_durable", "w1_sequential_pydantic_ai"),
+    "w2_memory": ("_durable", "w2_memory"),
+    "w2_memory_at_once": ("_durable", "w2_memory_at_once"),
+    "w2_resume": ("_durable", "w2_resume"),
+    "w2_resume_equal_normal": ("_durable", "w2_resume_equal_normal"),
+    "w2_suspend": ("_durable", "w2_suspend"),
+    "w2_suspend_equal_normal": ("_durable", "w2_suspend_equal_normal"),
+    "protocol_latency_p50_concurrent": ("_protocol_latency", "latency_p50_concurrent"),
+    "protocol_latency_p50_sequential": ("_protocol_latency", "latency_p50_sequential"),
+    "protocol_latency_p99_concurrent": ("_protocol_latency", "latency_p99_concurrent"),
+    "protocol_latency_p99_sequential": ("_protocol_latency", "latency_p99_sequential"),
+    "protocol_load": ("_protocol_load", "load"),
+    "protocol_load_memory": ("_protocol_load", "load_memory"),
+    "spawn_exit": ("_spawn_exit", "spawn_exit"),
+    "spawn_exit_unscoped": ("_spawn_exit", "spawn_exit_unscoped"),
+    "tree_size": ("_teardown", "tree_size"),
+    "tree_teardown": ("_teardown", "tree_teardown"),
+    "threaded": ("_threaded", "threaded"),
+    "tool_calls": ("_tool_calls", "tool_calls"),
+    "tool_calls_vs_pykka": ("_tool_calls", "tool_calls_vs_pykka"),
+    "vs_pykka": ("_vs_pykka", "vs_pykka"),
+    "vs_pykka_sequential": ("_vs_pykka", "vs_pykka_sequential"),
+}
 
 __all__ = [
     "Record",
     "Target",
     "ask_round_trip",
     "cancel_run",
+    "cpu_per_conversation",
     "protocol_latency_p50_concurrent",
     "protocol_latency_p50_sequential",
     "protocol_latency_p99_concurrent",
     "protocol_latency_p99_sequential",
     "protocol_load",
     "protocol_load_memory",
+    "render_markdown",
     "reopen",
     "spawn_exit",
-    "spawn_exit_scoped",
+    "spawn_exit_unscoped",
     "threaded",
     "tool_calls",
     "tool_calls_vs_pykka",
@@ -96,10 +170,32 @@ __all__ = [
     "vs_pykka",
     "vs_pykka_sequential",
     "w1_concurrent",
+    "w1_concurrent_equal_full",
+    "w1_concurrent_equal_normal",
     "w1_concurrent_pydantic_ai",
+    "w1_concurrent_vs_sequential",
     "w1_sequential",
+    "w1_sequential_equal_full",
+    "w1_sequential_equal_normal",
     "w1_sequential_pydantic_ai",
     "w2_memory",
+    "w2_memory_at_once",
     "w2_resume",
+    "w2_resume_equal_normal",
     "w2_suspend",
+    "w2_suspend_equal_normal",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attribute = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])

@@ -1,102 +1,145 @@
-"""``python -m benchmarks [--quick | --check] [--only FIGURE ...]``: one JSON line per figure."""
+"""``python -m benchmarks [--quick | --check] [--only FIGURE ...] [--out FILE]``: one JSON line
+per figure. ``python -m benchmarks --markdown FILE``: the Markdown table of such lines."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
-from ._ask import ask_round_trip
-from ._cancel_run import cancel_run
-from ._durable import (
-    reopen,
-    w1_concurrent,
-    w1_concurrent_pydantic_ai,
-    w1_sequential,
-    w1_sequential_pydantic_ai,
-    w2_memory,
-    w2_resume,
-    w2_suspend,
-)
-from ._harness import Record
-from ._protocol_latency import (
-    latency_p50_concurrent,
-    latency_p50_sequential,
-    latency_p99_concurrent,
-    latency_p99_sequential,
-)
-from ._protocol_load import load, load_memory
-from ._spawn_exit import spawn_exit, spawn_exit_scoped
-from ._teardown import tree_teardown
-from ._threaded import threaded
-from ._tool_calls import tool_calls, tool_calls_vs_pykka
-from ._vs_pykka import vs_pykka, vs_pykka_sequential
+from ._harness import Record, render_markdown
 
 Figure = Callable[[], Record]
 
-# Full sizes, then quick ones (CI: the whole quick run takes a few seconds on 2 cores).
-FULL: dict[str, Figure] = {
-    "spawn_exit": lambda: spawn_exit(20_000, repeats=5),
-    "spawn_exit_scoped": lambda: spawn_exit_scoped(20_000, repeats=5),
-    "ask": lambda: ask_round_trip(50_000, repeats=5),
-    "teardown": lambda: tree_teardown(4, 10, repeats=3),
-    "vs_pykka": lambda: vs_pykka(1_000, pykka_n=1_000, repeats=5),
-    "vs_pykka_sequential": lambda: vs_pykka_sequential(10_000, pykka_n=1_000, repeats=3),
-    "tool_calls": lambda: tool_calls(10_000, repeats=3),
-    # pykka starts a thread per actor: both sides at 1,000 calls at once.
-    "tool_calls_vs_pykka": lambda: tool_calls_vs_pykka(1_000, pykka_n=1_000, repeats=3),
-    "cancel_run": lambda: cancel_run(10_000, repeats=3),
-    # Durable approvals on SQLite vs the peers (LangGraph, pydantic-ai: pip install .[bench]).
-    "w1_sequential": lambda: w1_sequential(1_000, peer_n=1_000, repeats=3),
-    "w1_concurrent": lambda: w1_concurrent(1_000, peer_n=1_000, repeats=3),
-    "w1_sequential_pydantic_ai": lambda: w1_sequential_pydantic_ai(1_000, peer_n=1_000, repeats=3),
-    "w1_concurrent_pydantic_ai": lambda: w1_concurrent_pydantic_ai(1_000, peer_n=1_000, repeats=3),
-    # One measurement (cached) gives both W2 times; LangGraph takes tens of seconds per side.
-    "w2_suspend": lambda: w2_suspend(10_000, repeats=1),
-    "w2_resume": lambda: w2_resume(10_000, repeats=1),
-    "w2_memory": lambda: w2_memory(10_000, repeats=1),
-    "reopen_100k": lambda: reopen(100_000, repeats=3),
-    # Approval round trips from 8 threads through pai_actors.threaded vs 8 trio tasks.
-    "threaded": lambda: threaded(800, repeats=3),
-    # The protocol over WebSocket, 1,000 watchers: one measurement gives the four latency
-    # figures, one 60 s load run the two load figures.
-    "protocol_latency_p50_sequential": lambda: latency_p50_sequential(1_000),
-    "protocol_latency_p99_sequential": lambda: latency_p99_sequential(1_000),
-    "protocol_latency_p50_concurrent": lambda: latency_p50_concurrent(1_000),
-    "protocol_latency_p99_concurrent": lambda: latency_p99_concurrent(1_000),
-    "protocol_load": lambda: load(60.0, warmup=10.0, clients=50, sample_every=5.0, linger=5.0),
-    "protocol_load_memory": lambda: load_memory(
-        60.0, warmup=10.0, clients=50, sample_every=5.0, linger=5.0
-    ),
-}
-QUICK: dict[str, Figure] = {
-    "spawn_exit": lambda: spawn_exit(2_000, repeats=3),
-    "spawn_exit_scoped": lambda: spawn_exit_scoped(2_000, repeats=3),
-    "ask": lambda: ask_round_trip(5_000, repeats=3),
-    "teardown": lambda: tree_teardown(3, 10, repeats=3),
-    "vs_pykka": lambda: vs_pykka(200, pykka_n=200, repeats=3),
-    "vs_pykka_sequential": lambda: vs_pykka_sequential(1_000, pykka_n=50, repeats=3),
-    "tool_calls": lambda: tool_calls(500, repeats=3),
-    "tool_calls_vs_pykka": lambda: tool_calls_vs_pykka(200, pykka_n=200, repeats=3),
-    "cancel_run": lambda: cancel_run(1_000, repeats=3),
-    "w1_sequential": lambda: w1_sequential(20, peer_n=20, repeats=2),
-    "w1_concurrent": lambda: w1_concurrent(20, peer_n=20, repeats=2),
-    "w1_sequential_pydantic_ai": lambda: w1_sequential_pydantic_ai(20, peer_n=20, repeats=2),
-    "w1_concurrent_pydantic_ai": lambda: w1_concurrent_pydantic_ai(20, peer_n=20, repeats=2),
-    "w2_suspend": lambda: w2_suspend(100, repeats=1),
-    "w2_resume": lambda: w2_resume(100, repeats=1),
-    "w2_memory": lambda: w2_memory(500, repeats=1),
-    "reopen_100k": lambda: reopen(1_000, repeats=1),
-    "threaded": lambda: threaded(80, repeats=2),
-    "protocol_latency_p50_sequential": lambda: latency_p50_sequential(20),
-    "protocol_latency_p99_sequential": lambda: latency_p99_sequential(20),
-    "protocol_latency_p50_concurrent": lambda: latency_p50_concurrent(20),
-    "protocol_latency_p99_concurrent": lambda: latency_p99_concurrent(20),
-    "protocol_load": lambda: load(2.0, warmup=1.0, clients=5, sample_every=0.5, linger=0.5),
-    "protocol_load_memory": lambda: load_memory(
-        2.0, warmup=1.0, clients=5, sample_every=0.5, linger=0.5
-    ),
-}
+
+def _figures(quick: bool) -> dict[str, Figure]:
+    """The figures at full sizes, or at quick ones (CI: the whole quick run takes a few
+    minutes on 2 cores, most of it starting the side processes)."""
+    from . import _durable as d
+    from ._ask import ask_round_trip
+    from ._cancel_run import cancel_run
+    from ._protocol_latency import (
+        latency_p50_concurrent,
+        latency_p50_sequential,
+        latency_p99_concurrent,
+        latency_p99_sequential,
+    )
+    from ._protocol_load import load, load_memory
+    from ._spawn_exit import spawn_exit, spawn_exit_unscoped
+    from ._teardown import tree_teardown
+    from ._threaded import threaded
+    from ._tool_calls import tool_calls, tool_calls_vs_pykka
+    from ._vs_pykka import vs_pykka, vs_pykka_sequential
+
+    if not quick:
+        w1, w2, mem, r = 1_000, 10_000, 10_000, 3
+        return {
+            # One measurement (cached) gives both spawn_exit figures.
+            "spawn_exit": lambda: spawn_exit(20_000, repeats=5),
+            "spawn_exit_unscoped": lambda: spawn_exit_unscoped(20_000, repeats=5),
+            "ask": lambda: ask_round_trip(50_000, repeats=5),
+            "teardown": lambda: tree_teardown(4, 10, repeats=3),
+            "vs_pykka": lambda: vs_pykka(1_000, pykka_n=1_000, repeats=5),
+            "vs_pykka_sequential": lambda: vs_pykka_sequential(10_000, pykka_n=1_000, repeats=3),
+            "tool_calls": lambda: tool_calls(10_000, repeats=3),
+            # pykka starts a thread per actor: both sides at 1,000 calls at once.
+            "tool_calls_vs_pykka": lambda: tool_calls_vs_pykka(1_000, pykka_n=1_000, repeats=3),
+            "cancel_run": lambda: cancel_run(10_000, repeats=3),
+            # Approval round trips from 8 threads through pai_actors.threaded vs 8 trio tasks.
+            "threaded": lambda: threaded(800, repeats=3),
+            # Durable approvals on SQLite vs LangGraph (at its defaults, then at equal
+            # durability) and pydantic-ai (pip install .[bench]).
+            "w1_sequential": lambda: d.w1_sequential(w1, peer_n=w1, repeats=r),
+            "w1_concurrent": lambda: d.w1_concurrent(w1, peer_n=w1, repeats=r),
+            "w1_concurrent_vs_sequential": lambda: d.w1_concurrent_vs_sequential(w1, repeats=r),
+            "w1_sequential_equal_normal": lambda: d.w1_sequential_equal_normal(
+                w1, peer_n=w1, repeats=r
+            ),
+            "w1_concurrent_equal_normal": lambda: d.w1_concurrent_equal_normal(
+                w1, peer_n=w1, repeats=r
+            ),
+            "w1_sequential_equal_full": lambda: d.w1_sequential_equal_full(
+                w1, peer_n=w1, repeats=r
+            ),
+            "w1_concurrent_equal_full": lambda: d.w1_concurrent_equal_full(
+                w1, peer_n=w1, repeats=r
+            ),
+            "w1_sequential_pydantic_ai": lambda: d.w1_sequential_pydantic_ai(
+                w1, peer_n=w1, repeats=r
+            ),
+            "w1_concurrent_pydantic_ai": lambda: d.w1_concurrent_pydantic_ai(
+                w1, peer_n=w1, repeats=r
+            ),
+            # One measurement (cached) gives both W2 figures of a setting.
+            "w2_suspend": lambda: d.w2_suspend(w2, repeats=r),
+            "w2_resume": lambda: d.w2_resume(w2, repeats=r),
+            "w2_suspend_equal_normal": lambda: d.w2_suspend_equal_normal(w2, repeats=1),
+            "w2_resume_equal_normal": lambda: d.w2_resume_equal_normal(w2, repeats=1),
+            # One measurement (cached) gives both memory figures and LangGraph's baseline.
+            "w2_memory": lambda: d.w2_memory(mem, repeats=r),
+            "w2_memory_at_once": lambda: d.w2_memory_at_once(mem, repeats=r),
+            "cpu_per_conversation": lambda: d.cpu_per_conversation(w1, repeats=r),
+            "reopen_100k": lambda: d.reopen(100_000, repeats=r),
+            # The protocol over WebSocket, 1,000 watchers: one measurement gives the four
+            # latency figures, one 60 s load run the two load figures.
+            "protocol_latency_p50_sequential": lambda: latency_p50_sequential(1_000),
+            "protocol_latency_p99_sequential": lambda: latency_p99_sequential(1_000),
+            "protocol_latency_p50_concurrent": lambda: latency_p50_concurrent(1_000),
+            "protocol_latency_p99_concurrent": lambda: latency_p99_concurrent(1_000),
+            "protocol_load": lambda: load(
+                60.0, warmup=10.0, clients=50, sample_every=5.0, linger=5.0
+            ),
+            "protocol_load_memory": lambda: load_memory(
+                60.0, warmup=10.0, clients=50, sample_every=5.0, linger=5.0
+            ),
+        }
+    w1, w2, mem = 20, 100, 500
+    return {
+        "spawn_exit": lambda: spawn_exit(2_000, repeats=3),
+        "spawn_exit_unscoped": lambda: spawn_exit_unscoped(2_000, repeats=3),
+        "ask": lambda: ask_round_trip(5_000, repeats=3),
+        "teardown": lambda: tree_teardown(3, 10, repeats=3),
+        "vs_pykka": lambda: vs_pykka(200, pykka_n=200, repeats=3),
+        "vs_pykka_sequential": lambda: vs_pykka_sequential(1_000, pykka_n=50, repeats=3),
+        "tool_calls": lambda: tool_calls(500, repeats=3),
+        "tool_calls_vs_pykka": lambda: tool_calls_vs_pykka(200, pykka_n=200, repeats=3),
+        "cancel_run": lambda: cancel_run(1_000, repeats=3),
+        "threaded": lambda: threaded(80, repeats=3),
+        "w1_sequential": lambda: d.w1_sequential(w1, peer_n=w1, repeats=2),
+        "w1_concurrent": lambda: d.w1_concurrent(w1, peer_n=w1, repeats=2),
+        "w1_concurrent_vs_sequential": lambda: d.w1_concurrent_vs_sequential(w1, repeats=2),
+        "w1_sequential_equal_normal": lambda: d.w1_sequential_equal_normal(
+            w1, peer_n=w1, repeats=1
+        ),
+        "w1_concurrent_equal_normal": lambda: d.w1_concurrent_equal_normal(
+            w1, peer_n=w1, repeats=1
+        ),
+        "w1_sequential_equal_full": lambda: d.w1_sequential_equal_full(w1, peer_n=w1, repeats=1),
+        "w1_concurrent_equal_full": lambda: d.w1_concurrent_equal_full(w1, peer_n=w1, repeats=1),
+        "w1_sequential_pydantic_ai": lambda: d.w1_sequential_pydantic_ai(w1, peer_n=w1, repeats=1),
+        "w1_concurrent_pydantic_ai": lambda: d.w1_concurrent_pydantic_ai(w1, peer_n=w1, repeats=1),
+        "w2_suspend": lambda: d.w2_suspend(w2, repeats=1),
+        "w2_resume": lambda: d.w2_resume(w2, repeats=1),
+        "w2_suspend_equal_normal": lambda: d.w2_suspend_equal_normal(w2, repeats=1),
+        "w2_resume_equal_normal": lambda: d.w2_resume_equal_normal(w2, repeats=1),
+        "w2_memory": lambda: d.w2_memory(mem, repeats=1),
+        "w2_memory_at_once": lambda: d.w2_memory_at_once(mem, repeats=1),
+        "cpu_per_conversation": lambda: d.cpu_per_conversation(w1, repeats=2),
+        "reopen_100k": lambda: d.reopen(1_000, repeats=1),
+        "protocol_latency_p50_sequential": lambda: latency_p50_sequential(20),
+        "protocol_latency_p99_sequential": lambda: latency_p99_sequential(20),
+        "protocol_latency_p50_concurrent": lambda: latency_p50_concurrent(20),
+        "protocol_latency_p99_concurrent": lambda: latency_p99_concurrent(20),
+        "protocol_load": lambda: load(2.0, warmup=1.0, clients=5, sample_every=0.5, linger=0.5),
+        "protocol_load_memory": lambda: load_memory(
+            2.0, warmup=1.0, clients=5, sample_every=0.5, linger=0.5
+        ),
+    }
+
+
+FULL: dict[str, Figure] = _figures(quick=False)
+QUICK: dict[str, Figure] = _figures(quick=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -105,7 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=(
             "Benchmark supervisors against bare trio (and pykka), durable approvals "
             "against LangGraph and pydantic-ai, and the protocol server against a bare "
-            "trio-websocket echo; one JSON line each."
+            "trio-websocket echo; one JSON line each. Each side of each repetition runs in a "
+            "fresh process; figures are medians of interleaved repetitions."
         ),
     )
     mode = parser.add_mutually_exclusive_group()
@@ -115,6 +159,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="small sizes for CI; always exits 0 (shared machines are too noisy to gate on)",
     )
     mode.add_argument("--check", action="store_true", help="exit 1 if any figure misses its target")
+    mode.add_argument(
+        "--markdown",
+        metavar="RESULTS",
+        type=Path,
+        help="print the Markdown table of a results file (JSON lines a run printed) and exit",
+    )
     parser.add_argument(
         "--only",
         nargs="+",
@@ -122,17 +172,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="FIGURE",
         help=f"run only these figures (of {', '.join(FULL)})",
     )
+    parser.add_argument(
+        "--out", metavar="FILE", type=Path, help="also write the JSON lines to FILE"
+    )
     args = parser.parse_args(argv)
 
+    if args.markdown is not None:
+        sys.stdout.write(render_markdown(args.markdown.read_text().splitlines()))
+        return 0
     figures = QUICK if args.quick else FULL
+    out = None if args.out is None else args.out.open("w")
     missed = []
-    for name, figure in figures.items():
-        if args.only and name not in args.only:
-            continue
-        record = figure()
-        print(record.to_json(), flush=True)
-        if record.met is False:
-            missed.append(name)
+    try:
+        for name, figure in figures.items():
+            if args.only and name not in args.only:
+                continue
+            record = figure()
+            line = record.to_json()
+            print(line, flush=True)
+            if out is not None:
+                out.write(line + "\n")
+                out.flush()
+            if record.met is False:
+                missed.append(name)
+    finally:
+        if out is not None:
+            out.close()
     if args.check and missed:
         print(f"targets missed: {', '.join(missed)}", file=sys.stderr)
         return 1

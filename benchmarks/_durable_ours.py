@@ -7,19 +7,22 @@ payload (committed to the SQLite file before the run is ``waiting``); the client
 thread's pending action and submits ``{"approved": true}``; the tool runs again from the top
 as a resume and returns; the model answers with text and the run completes.
 
-Each function here opens its own ``trio.run`` and returns what it measured; ``_durable``
-turns the numbers into records. The store is ``SqliteStore(path)`` with its defaults (WAL,
-``synchronous=NORMAL``: a commit that returned survives a crash of the process).
+Each side here is run by :func:`benchmarks._harness.fresh` in a fresh process: it opens its
+own ``trio.run``, times its measured part, then closes the runtime and the store and reads
+every conversation back, untimed, through a NEW ``SqliteStore`` on the same file and a new
+runtime, and returns what it measured as JSON; ``_durable`` turns the numbers into records.
+The store is ``SqliteStore(path)`` with its defaults (WAL, ``durability="normal"``, i.e.
+``synchronous=NORMAL``: a commit that returned survives a crash of the process), or
+``durability="full"`` (``synchronous=FULL``: also a power loss) where a figure says so.
 """
 
 from __future__ import annotations
 
 import gc
-import os
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import trio
 from pydantic import BaseModel
@@ -42,9 +45,25 @@ from pai_actors import (
     define_tool,
 )
 
-TOOL_NAME = "refund"
-APPROVE: dict[str, Any] = {"approved": True}
+from ._conversation import (
+    APPROVE,
+    PAYLOAD,
+    RESULT,
+    TOOL_NAME,
+    WARM_UP,
+    bookkeeping_bytes,
+    new_db,
+    order_of,
+    remove_db,
+    request,
+    rss_bytes,
+    tool_input,
+)
+
+__all__ = ["APPROVE", "TOOL_NAME", "refund_tool", "tool_input"]
+
 SCOPE = "bench"
+Durability = Literal["normal", "full"]
 
 
 class Refund(BaseModel):
@@ -58,11 +77,6 @@ class Approval(BaseModel):
 
 class Decision(BaseModel):
     approved: bool
-
-
-def tool_input(i: int) -> dict[str, Any]:
-    """The small JSON input of conversation ``i``'s tool call (the same on every side)."""
-    return {"order": i, "cents": 500}
 
 
 async def _refund(ctx: ToolContext) -> Any:  # async: a plain def runs in a worker thread
@@ -90,7 +104,7 @@ class ApprovalModel:
             yield TextDelta("done")
             yield Finish("stop")
             return
-        order = int(request.messages[-1].text.rsplit(" ", 1)[1])  # type: ignore[union-attr]
+        order = order_of(request.messages[-1].text)  # type: ignore[union-attr]
         yield ToolCallEvent(tool_call_id="call_1", tool_name=TOOL_NAME, input=tool_input(order))
         yield Finish("tool-calls")
 
@@ -105,7 +119,7 @@ def runtime(store: SqliteStore) -> AgentRuntime:
 async def start(rt: AgentRuntime, i: int) -> str:
     """Create conversation ``i``, send its message and return once its call is suspended."""
     thread_id = await rt.create_thread(scope_key=SCOPE)
-    await rt.send(thread_id, f"refund {i}")
+    await rt.send(thread_id, request(i))
     await rt.wait_idle(thread_id)
     return thread_id
 
@@ -124,42 +138,65 @@ async def check_completed(rt: AgentRuntime, thread_ids: list[str]) -> None:
         state = await rt.get_state(thread_id)
         parts = [p for m in state.messages for p in m.parts if isinstance(p, ToolPart)]
         runs = [r.status for r in state.runs]
-        if runs != ["completed"] or [p.output for p in parts] != [{"refunded": 500}]:
+        if runs != ["completed"] or [p.output for p in parts] != [RESULT]:
             raise AssertionError(f"thread {thread_id}: runs {runs!r}, parts {parts!r}")
 
 
 async def check_waiting(rt: AgentRuntime, thread_ids: list[str]) -> None:
     for thread_id in thread_ids:
         actions = await rt.pending_actions(thread_id)
-        if [a.name for a in actions] != [f"{TOOL_NAME}.approval"]:
+        if [(a.name, a.input) for a in actions] != [(f"{TOOL_NAME}.approval", PAYLOAD)]:
             raise AssertionError(f"thread {thread_id}: pending actions {actions!r}")
 
 
-def round_trips(n: int, directory: Path, *, concurrent: bool) -> float:
-    """Seconds for ``n`` whole conversations on a new SQLite file in ``directory``."""
-    path = directory / f"ours-w1-{time.monotonic_ns()}.db"
+def _check_count(thread_ids: list[str], n: int) -> None:
+    if len(set(thread_ids)) != n:
+        raise AssertionError(f"{len(set(thread_ids))} distinct conversations of {n}")
 
-    async def one(rt: AgentRuntime, i: int, thread_ids: list[str]) -> None:
-        thread_id = await start(rt, i)
-        await approve(rt, thread_id)
-        thread_ids.append(thread_id)
+
+async def _read_back(
+    path: Path, durability: Durability, thread_ids: list[str], *, waiting: bool
+) -> None:
+    """Every conversation, read through a new store on the same file and a new runtime:
+    completed with the refund's result, or (``waiting``) waiting with its pending action."""
+    with SqliteStore(path, durability=durability) as store:
+        async with runtime(store) as rt:
+            if waiting:
+                await check_waiting(rt, thread_ids)
+            else:
+                await check_completed(rt, thread_ids)
+
+
+async def _conversation(rt: AgentRuntime, i: int, thread_ids: list[str]) -> None:
+    thread_id = await start(rt, i)
+    await approve(rt, thread_id)
+    thread_ids.append(thread_id)
+
+
+async def _suspend_into(rt: AgentRuntime, i: int, thread_ids: list[str]) -> None:
+    thread_ids.append(await start(rt, i))
+
+
+def w1(directory: str, n: int, concurrent: bool, durability: Durability) -> float:
+    """Seconds for ``n`` whole conversations on a new SQLite file in ``directory``: one
+    after another (awaited one by one), or all at once (``n`` trio tasks in a nursery)."""
+    path = new_db(directory, "ours-w1")
 
     async def main() -> float:
         thread_ids: list[str] = []
-        with SqliteStore(path) as store:
+        with SqliteStore(path, durability=durability) as store:
             async with runtime(store) as rt:
                 start_time = time.perf_counter()
                 if concurrent:
                     async with trio.open_nursery() as nursery:
                         for i in range(n):
-                            nursery.start_soon(one, rt, i, thread_ids)
+                            nursery.start_soon(_conversation, rt, i, thread_ids)
                 else:
                     for i in range(n):
-                        await one(rt, i, thread_ids)
+                        await _conversation(rt, i, thread_ids)
                 elapsed = time.perf_counter() - start_time
-                await check_completed(rt, thread_ids)
-        if len(thread_ids) != n:
-            raise AssertionError(f"{len(thread_ids)} of {n} conversations finished")
+        _check_count(thread_ids, n)
+        await _read_back(path, durability, thread_ids, waiting=False)
         return elapsed
 
     try:
@@ -168,33 +205,57 @@ def round_trips(n: int, directory: Path, *, concurrent: bool) -> float:
         remove_db(path)
 
 
-def suspend_resume(n: int, directory: Path) -> tuple[float, float]:
-    """Seconds to suspend ``n`` conversations (all at once), then to resume them all (all
-    submissions at once, until every run completed)."""
-    path = directory / f"ours-w2-{time.monotonic_ns()}.db"
+def cpu_per_conversation(directory: str, n: int) -> float:
+    """Milliseconds of process CPU time (``time.process_time``: every thread of this
+    process) per conversation, ``n`` conversations one after another on a
+    ``SqliteStore(path)`` (``durability="normal"``)."""
+    path = new_db(directory, "ours-cpu")
 
-    async def main() -> tuple[float, float]:
+    async def main() -> float:
         thread_ids: list[str] = []
-
-        async def suspend_one(rt: AgentRuntime, i: int) -> None:
-            thread_ids.append(await start(rt, i))
-
         with SqliteStore(path) as store:
+            async with runtime(store) as rt:
+                start_cpu = time.process_time()
+                for i in range(n):
+                    await _conversation(rt, i, thread_ids)
+                cpu = time.process_time() - start_cpu
+        _check_count(thread_ids, n)
+        await _read_back(path, "normal", thread_ids, waiting=False)
+        return cpu * 1000 / n
+
+    try:
+        return trio.run(main)
+    finally:
+        remove_db(path)
+
+
+def w2(directory: str, n: int, durability: Durability) -> dict[str, float]:
+    """Seconds to suspend ``n`` conversations (all at once), then, in a new runtime on a new
+    store on the same file (after every conversation was read back waiting), to resume them
+    all (all submissions at once, until every run completed)."""
+    path = new_db(directory, "ours-w2")
+
+    async def main() -> dict[str, float]:
+        thread_ids: list[str] = []
+        with SqliteStore(path, durability=durability) as store:
             async with runtime(store) as rt:
                 start_time = time.perf_counter()
                 async with trio.open_nursery() as nursery:
                     for i in range(n):
-                        nursery.start_soon(suspend_one, rt, i)
+                        nursery.start_soon(_suspend_into, rt, i, thread_ids)
                 suspend_seconds = time.perf_counter() - start_time
-                await check_waiting(rt, thread_ids[:: max(1, n // 100)])
+        _check_count(thread_ids, n)
+        with SqliteStore(path, durability=durability) as store:
+            async with runtime(store) as rt:
+                await check_waiting(rt, thread_ids)
                 gc.collect()
                 start_time = time.perf_counter()
                 async with trio.open_nursery() as nursery:
                     for thread_id in thread_ids:
                         nursery.start_soon(approve, rt, thread_id)
                 resume_seconds = time.perf_counter() - start_time
-                await check_completed(rt, thread_ids[:: max(1, n // 100)])
-        return suspend_seconds, resume_seconds
+        await _read_back(path, durability, thread_ids, waiting=False)
+        return {"suspend": suspend_seconds, "resume": resume_seconds}
 
     try:
         return trio.run(main)
@@ -202,50 +263,47 @@ def suspend_resume(n: int, directory: Path) -> tuple[float, float]:
         remove_db(path)
 
 
-def _rss_bytes() -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS in /proc/self/status")
+IN_FLIGHT = 100
+"""Conversations in flight at a time in ``w2_memory`` (``w2_memory_at_once``: all)."""
 
 
-_IN_FLIGHT = 100
+def memory_per_suspended_call(directory: str, n: int, at_once: bool) -> dict[str, float]:
+    """Resident bytes per suspended call: VmRSS after ``n`` conversations are suspended
+    (their call and run actors passivated), ``IN_FLIGHT`` at a time or all at once, minus
+    VmRSS before, minus the workload's own bookkeeping (the list of thread ids and its
+    strings, :func:`bookkeeping_bytes`), over ``n``. Run it in a fresh process."""
+    path = new_db(directory, "ours-mem")
 
-
-def memory_per_suspended_call(n: int, directory: str) -> float:
-    """Resident bytes per suspended call: VmRSS after ``n`` conversations are suspended (their
-    call and run actors passivated), ``_IN_FLIGHT`` at a time, minus VmRSS before, over
-    ``n``. Run it in a fresh process."""
-    path = Path(directory) / f"ours-mem-{time.monotonic_ns()}.db"
-    warm = 50
-
-    async def main() -> float:
+    async def main() -> dict[str, float]:
         with SqliteStore(path) as store:
             async with runtime(store) as rt:
                 # Warm up: imports, caches, pydantic validators and SQLite's page cache are
                 # paid before the first reading, not charged to the suspended calls.
-                warm_ids = [await start(rt, -1 - i) for i in range(warm)]
+                warm_ids = [await start(rt, -1 - i) for i in range(WARM_UP)]
                 for thread_id in warm_ids:
                     await approve(rt, thread_id)
+                del warm_ids
                 gc.collect()
-                before = _rss_bytes()
+                before = rss_bytes()
                 thread_ids: list[str] = []
-
-                async def suspend_one(i: int) -> None:
-                    thread_ids.append(await start(rt, i))
-
-                # A server admits a bounded number of requests at once: 100 conversations
-                # in flight at a time, so the figure is what a suspended call keeps after
-                # passivation, not the peak of 10,000 model steps running together.
-                for first in range(0, n, _IN_FLIGHT):
+                if at_once:
                     async with trio.open_nursery() as nursery:
-                        for i in range(first, min(n, first + _IN_FLIGHT)):
-                            nursery.start_soon(suspend_one, i)
+                        for i in range(n):
+                            nursery.start_soon(_suspend_into, rt, i, thread_ids)
+                else:
+                    # A server admits a bounded number of requests at once: IN_FLIGHT
+                    # conversations at a time, so the figure is what a suspended call keeps
+                    # after passivation, not the peak of n model steps running together.
+                    for first in range(0, n, IN_FLIGHT):
+                        async with trio.open_nursery() as nursery:
+                            for i in range(first, min(n, first + IN_FLIGHT)):
+                                nursery.start_soon(_suspend_into, rt, i, thread_ids)
                 gc.collect()
-                after = _rss_bytes()
-                await check_waiting(rt, thread_ids[:: max(1, n // 100)])
-        return (after - before) / n
+                after = rss_bytes()
+                bookkeeping = bookkeeping_bytes(thread_ids)
+        _check_count(thread_ids, n)
+        await _read_back(path, "normal", thread_ids, waiting=True)
+        return {"bytes": (after - before - bookkeeping) / n, "bookkeeping": bookkeeping / n}
 
     try:
         return trio.run(main)
@@ -253,11 +311,7 @@ def memory_per_suspended_call(n: int, directory: str) -> float:
         remove_db(path)
 
 
-async def _suspend_into(rt: AgentRuntime, i: int, thread_ids: list[str]) -> None:
-    thread_ids.append(await start(rt, i))
-
-
-def build_suspended_store(path: Path, n: int, *, count: int, batch: int = 5_000) -> list[str]:
+def build_suspended_store(path: str, n: int, count: int, batch: int = 5_000) -> list[str]:
     """Fill a new SQLite file with ``n`` suspended conversations through the runtime (in
     batches, each in its own runtime, so that no process holds ``n`` live runs); return the
     ids of ``count`` threads from the middle of the file to submit to."""
@@ -283,10 +337,10 @@ def build_suspended_store(path: Path, n: int, *, count: int, batch: int = 5_000)
     return trio.run(main)
 
 
-def reopen_until_first_submission(path: Path, thread_id: str) -> float:
+def reopen_until_first_submission(path: str, thread_id: str) -> float:
     """Seconds from opening the store (and a runtime on it) until the runtime accepted a
     submission to ``thread_id``'s pending action (then the call resumes and its run
-    completes, untimed: submit to another thread next time)."""
+    completes, untimed, and is read back: submit to another thread next time)."""
 
     async def main() -> float:
         start_time = time.perf_counter()
@@ -298,14 +352,7 @@ def reopen_until_first_submission(path: Path, thread_id: str) -> float:
                 if result.status != "accepted":
                     raise AssertionError(f"submission not accepted: {result!r}")
                 await rt.wait_idle(thread_id)
+                await check_completed(rt, [thread_id])
         return elapsed
 
     return trio.run(main)
-
-
-def remove_db(path: Path) -> None:
-    for suffix in ("", "-wal", "-shm"):
-        try:
-            os.remove(f"{path}{suffix}")
-        except FileNotFoundError:
-            pass

@@ -1,33 +1,49 @@
-"""The timing harness: best of N repetitions, candidate and baseline interleaved in one run.
+"""The timing harness: medians of interleaved repetitions, each side in a fresh process.
 
-A side of a comparison is a zero-argument callable that does its own setup (usually a fresh
-``trio.run``), times only the part being measured with :func:`time.perf_counter`, and returns
-those seconds. :func:`best_of` runs the two sides alternately, swapping which goes first on
-every repetition so that neither always runs on a warmer (or more tired) interpreter, and
-keeps the fastest time of each: noise on a shared machine only ever adds time.
+A side of a comparison is a module-level function of ``benchmarks`` that takes JSON
+arguments, does its own setup (usually a fresh ``trio.run``), times only the part being
+measured and returns JSON (seconds, or a dict of what it measured). :func:`fresh` runs it in
+a new Python interpreter (``python -m benchmarks._side``), so that no side runs on what an
+earlier side or figure left in the process: its imports, its caches, the objects the cyclic
+garbage collector walks. The collector keeps CPython's defaults everywhere (no
+``gc.freeze``, no ``gc.disable``, no threshold changes); the runner collects once before the
+side is called, so that the imports' garbage is not charged to it.
 
-The garbage collector is run before each timed side and stays enabled while it runs, so the
-cost of collecting what a side allocates is part of its time, as it is in production.
+:func:`interleave` runs a figure's sides alternately, swapping which goes first on every
+repetition (candidate, baseline, then baseline, candidate, ...), and a figure reports the
+MEDIAN of each side's repetitions, with every repetition's value in ``samples`` (and
+``baseline_samples``) so that the spread shows. Every record says how it was measured in
+``method``.
 """
 
 from __future__ import annotations
 
-import gc
+import importlib
 import json
 import math
-from collections.abc import Callable
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from pathlib import Path
+from typing import Any, Literal, TypeAlias
 
-TimedRun: TypeAlias = Callable[[], float]
-"""Runs one side once and returns the seconds spent in its measured part."""
+ROOT = Path(__file__).resolve().parent.parent
+"""The directory holding the ``benchmarks`` package (the side processes' working directory)."""
 
-RatioOf: TypeAlias = Literal["throughput", "time", "value"]
+RatioOf: TypeAlias = Literal["throughput", "time", "cost", "value"]
+
+_IN_PROCESS = False
+"""Set only by :func:`run_sides_in_process` (tests): sides are called in this process."""
 
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """A bound on a figure's ratio: at least (``>=``) or at most (``<=``) ``threshold``."""
+    """A bound on a figure's ratio (or, for a ``value`` figure, on its value): at least
+    (``>=``) or at most (``<=``) ``threshold``."""
 
     op: Literal[">=", "<="]
     threshold: float
@@ -55,17 +71,21 @@ class Record:
     unit: str
     """Unit of ``value`` and ``baseline_value``."""
     value: float
+    """The median of ``samples``."""
     baseline: str
     """What the figure is compared against (measured in the same run), or why it is not."""
     baseline_value: float | None
-    """``None`` when there is no baseline: a ``value`` figure, or a peer that is not
-    installed (``baseline`` then says how to install it)."""
+    """The median of ``baseline_samples``; ``None`` when there is no baseline: a ``value``
+    figure without one, or a peer that is not installed (``baseline`` then says how to
+    install it)."""
     ratio: float | None
     """``None`` exactly when ``baseline_value`` is."""
     ratio_of: RatioOf
-    """``throughput``: value / baseline_value, higher is better. ``time``: value /
-    baseline_value in seconds, lower is better. ``value``: no baseline; the target bounds
-    ``value`` itself (a budget, such as bytes per call)."""
+    """``throughput``: ratio = value / baseline_value, higher is better. ``time``: ratio =
+    value / baseline_value in seconds, lower is better. ``cost``: value and baseline_value
+    are costs per operation; ratio = baseline_value / value, higher is better. ``value``:
+    the target bounds ``value`` itself (a budget, such as bytes per call); a baseline, if
+    there is one, is informational (ratio = value / baseline_value)."""
     target: str | None
     """``None`` for an informational figure, which has no target."""
     met: bool | None
@@ -75,7 +95,13 @@ class Record:
     baseline_n: int
     """``0`` when there is no baseline."""
     repeats: int
-    """Repetitions of each side; ``value`` and ``baseline_value`` are the best of them."""
+    """Repetitions of each side."""
+    method: str
+    """How the figure was measured: repetitions, processes, settings of both sides."""
+    samples: tuple[float, ...]
+    """Every repetition's value of the candidate, in the order they ran."""
+    baseline_samples: tuple[float, ...]
+    """Every repetition's value of the baseline (empty when there is none)."""
 
     def to_json(self) -> str:
         return json.dumps(
@@ -94,6 +120,9 @@ class Record:
                 "n": self.n,
                 "baseline_n": self.baseline_n,
                 "repeats": self.repeats,
+                "method": self.method,
+                "samples": [_round(x) for x in self.samples],
+                "baseline_samples": [_round(x) for x in self.baseline_samples],
             }
         )
 
@@ -103,21 +132,102 @@ def _round(x: float) -> float:
     return float(f"{x:.4g}")
 
 
-def best_of(repeats: int, candidate: TimedRun, baseline: TimedRun) -> tuple[float, float]:
-    """Run both sides ``repeats`` times, interleaved; return the best seconds of each."""
+# --- Running sides -------------------------------------------------------------------------
+
+
+def fresh(function: Callable[..., Any] | str, /, **kwargs: Any) -> Any:
+    """Call ``function(**kwargs)`` in a fresh Python process and return its JSON result.
+
+    ``function`` is a module-level function of ``benchmarks``, or its ``"module:name"`` (so
+    that this process need not import a peer to name its side); ``kwargs`` are JSON."""
+    if isinstance(function, str):
+        module, _, name = function.partition(":")
+    else:
+        module, name = function.__module__, function.__name__
+        if getattr(sys.modules[module], name, None) is not function:
+            raise ValueError(f"{function!r} is not a module-level function")
+    if module != "benchmarks" and not module.startswith("benchmarks."):
+        raise ValueError(f"{module}:{name} is not a function of benchmarks")
+    arguments = json.dumps(kwargs)
+    if _IN_PROCESS:
+        call = getattr(importlib.import_module(module), name)
+        return json.loads(json.dumps(call(**json.loads(arguments))))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    with tempfile.TemporaryFile("w+") as stderr:
+        done = subprocess.run(
+            [sys.executable, "-m", "benchmarks._side", module, name, arguments],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            stderr.seek(0)
+            raise RuntimeError(
+                f"the side {module}:{name}({arguments}) failed with exit status "
+                f"{done.returncode}:\n{stderr.read()}"
+            )
+    lines = done.stdout.strip().splitlines()
+    if not lines:
+        raise RuntimeError(f"the side {module}:{name}({arguments}) printed nothing")
+    return json.loads(lines[-1])
+
+
+class run_sides_in_process:
+    """For tests only: within this block :func:`fresh` calls the side in this process (its
+    arguments and result still go through JSON), so that a test can check a figure's record
+    at tiny sizes without starting interpreters. Timings taken so are not figures."""
+
+    def __enter__(self) -> None:
+        global _IN_PROCESS
+        self._previous = _IN_PROCESS
+        _IN_PROCESS = True
+
+    def __exit__(self, *exc: object) -> None:
+        global _IN_PROCESS
+        _IN_PROCESS = self._previous
+
+
+def interleave(repeats: int, *sides: Callable[[], Any]) -> list[list[Any]]:
+    """Run every side ``repeats`` times, interleaved: in the given order on even
+    repetitions, reversed on odd ones (candidate, baseline, then baseline, candidate, ...).
+    Returns each side's results in the order they ran."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, not {repeats!r}")
-    best_candidate = best_baseline = math.inf
+    results: list[list[Any]] = [[] for _ in sides]
     for i in range(repeats):
-        order = (candidate, baseline) if i % 2 == 0 else (baseline, candidate)
+        order = range(len(sides)) if i % 2 == 0 else reversed(range(len(sides)))
         for side in order:
-            gc.collect()
-            seconds = side()
-            if side is candidate:
-                best_candidate = min(best_candidate, seconds)
-            else:
-                best_baseline = min(best_baseline, seconds)
-    return best_candidate, best_baseline
+            results[side].append(sides[side]())
+    return results
+
+
+def median(samples: Sequence[float]) -> float:
+    if not samples:
+        raise ValueError("no samples")
+    return float(statistics.median(samples))
+
+
+def method(repeats: int, *details: str, sides: int = 2) -> str:
+    """The ``method`` text: how the repetitions ran, then the figure's own ``details``."""
+    if repeats == 1:
+        how = (
+            "one repetition" + (", each side" if sides >= 2 else "") + " in a fresh Python process"
+        )
+    elif sides >= 2:
+        how = (
+            f"median of {repeats} interleaved repetitions (candidate, baseline, then baseline, "
+            "candidate, ...), each side of each repetition in a fresh Python process"
+        )
+    else:
+        how = f"median of {repeats} repetitions, each in a fresh Python process"
+    return "; ".join([how, "garbage collector at its defaults", *details])
+
+
+# --- Records -------------------------------------------------------------------------------
 
 
 def throughput_record(
@@ -128,13 +238,15 @@ def throughput_record(
     target: Target | None,
     n: int,
     baseline_n: int,
-    repeats: int,
-    seconds: float,
-    baseline_seconds: float,
+    seconds: Sequence[float],
+    baseline_seconds: Sequence[float],
+    method: str,
 ) -> Record:
-    """A figure reported as operations per second (``n`` / best seconds), higher is better."""
-    value = n / seconds
-    baseline_value = baseline_n / baseline_seconds
+    """A figure reported as operations per second (median of ``n`` / seconds), higher is
+    better."""
+    samples = tuple(n / s for s in seconds)
+    baseline_samples = tuple(baseline_n / s for s in baseline_seconds)
+    value, baseline_value = median(samples), median(baseline_samples)
     ratio = value / baseline_value
     return Record(
         figure=figure,
@@ -148,7 +260,10 @@ def throughput_record(
         met=target.met_by(ratio) if target is not None else None,
         n=n,
         baseline_n=baseline_n,
-        repeats=repeats,
+        repeats=len(samples),
+        method=method,
+        samples=samples,
+        baseline_samples=baseline_samples,
     )
 
 
@@ -156,27 +271,68 @@ def time_record(
     figure: str,
     *,
     baseline: str,
-    target: Target,
+    target: Target | None,
     n: int,
-    repeats: int,
-    seconds: float,
-    baseline_seconds: float,
+    seconds: Sequence[float],
+    baseline_seconds: Sequence[float],
+    method: str,
+    unit: str = "s",
 ) -> Record:
-    """A figure reported as seconds for the same work on both sides, lower is better."""
-    ratio = seconds / baseline_seconds
+    """A figure reported as median seconds for the same work on both sides, lower is
+    better."""
+    value, baseline_value = median(seconds), median(baseline_seconds)
+    ratio = value / baseline_value
     return Record(
         figure=figure,
-        unit="s",
-        value=seconds,
+        unit=unit,
+        value=value,
         baseline=baseline,
-        baseline_value=baseline_seconds,
+        baseline_value=baseline_value,
         ratio=ratio,
         ratio_of="time",
-        target=str(target),
-        met=target.met_by(ratio),
+        target=str(target) if target is not None else None,
+        met=target.met_by(ratio) if target is not None else None,
         n=n,
         baseline_n=n,
-        repeats=repeats,
+        repeats=len(seconds),
+        method=method,
+        samples=tuple(seconds),
+        baseline_samples=tuple(baseline_seconds),
+    )
+
+
+def cost_record(
+    figure: str,
+    *,
+    unit: str,
+    baseline: str,
+    target: Target | None,
+    n: int,
+    baseline_n: int,
+    samples: Sequence[float],
+    baseline_samples: Sequence[float],
+    method: str,
+) -> Record:
+    """A figure reported as a cost per operation on both sides; ratio = baseline / value
+    (the share of our cost that the baseline's is), higher is better."""
+    value, baseline_value = median(samples), median(baseline_samples)
+    ratio = baseline_value / value
+    return Record(
+        figure=figure,
+        unit=unit,
+        value=value,
+        baseline=baseline,
+        baseline_value=baseline_value,
+        ratio=ratio,
+        ratio_of="cost",
+        target=str(target) if target is not None else None,
+        met=target.met_by(ratio) if target is not None else None,
+        n=n,
+        baseline_n=baseline_n,
+        repeats=len(samples),
+        method=method,
+        samples=tuple(samples),
+        baseline_samples=tuple(baseline_samples),
     )
 
 
@@ -184,26 +340,34 @@ def value_record(
     figure: str,
     *,
     unit: str,
-    value: float,
-    target: Target,
+    samples: Sequence[float],
+    target: Target | None,
     n: int,
-    repeats: int,
+    method: str,
     baseline: str = "none: the target bounds the value",
+    baseline_samples: Sequence[float] = (),
+    baseline_n: int = 0,
 ) -> Record:
-    """A figure with no baseline, whose ``target`` bounds ``value`` itself."""
+    """A figure whose ``target`` bounds ``value`` itself. A baseline, when given, is
+    informational: its ratio (value / baseline_value) is printed, ``met`` judges the value."""
+    value = median(samples)
+    baseline_value = median(baseline_samples) if baseline_samples else None
     return Record(
         figure=figure,
         unit=unit,
         value=value,
         baseline=baseline,
-        baseline_value=None,
-        ratio=None,
+        baseline_value=baseline_value,
+        ratio=None if baseline_value is None else value / baseline_value,
         ratio_of="value",
-        target=str(target),
-        met=target.met_by(value),
+        target=str(target) if target is not None else None,
+        met=target.met_by(value) if target is not None else None,
         n=n,
-        baseline_n=0,
-        repeats=repeats,
+        baseline_n=baseline_n if baseline_value is not None else 0,
+        repeats=len(samples),
+        method=method,
+        samples=tuple(samples),
+        baseline_samples=tuple(baseline_samples),
     )
 
 
@@ -211,19 +375,19 @@ def unavailable_record(
     figure: str,
     *,
     unit: str,
-    value: float,
+    samples: Sequence[float],
     baseline: str,
     ratio_of: RatioOf,
     target: Target | None,
     n: int,
-    repeats: int,
+    method: str,
 ) -> Record:
-    """A figure whose baseline could not be measured (a peer that is not installed):
-    ``value`` is reported, with no ratio and ``met`` ``None``."""
+    """A figure whose baseline could not be measured (a peer that is not installed): our
+    ``value`` (median of ``samples``) is reported, with no ratio and ``met`` ``None``."""
     return Record(
         figure=figure,
         unit=unit,
-        value=value,
+        value=median(samples),
         baseline=baseline,
         baseline_value=None,
         ratio=None,
@@ -232,5 +396,50 @@ def unavailable_record(
         met=None,
         n=n,
         baseline_n=0,
-        repeats=repeats,
+        repeats=len(samples),
+        method=method,
+        samples=tuple(samples),
+        baseline_samples=(),
     )
+
+
+# --- Markdown ------------------------------------------------------------------------------
+
+_COLUMNS = ("Figure", "Value", "Baseline", "Baseline value", "Ratio", "Target", "Met", "Method")
+
+
+def _number(x: float) -> str:
+    if x == int(x) and abs(x) < 1e15:
+        return f"{int(x):,}"
+    if 1e-4 <= abs(x) < 1e4:
+        return f"{x:.4g}"
+    return f"{x:,.4g}" if abs(x) >= 1e4 else f"{x:.3e}"
+
+
+def _cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(lines: Iterable[str]) -> str:
+    """A Markdown table of the JSON lines a run printed (``python -m benchmarks --out``): one
+    row per figure, in order. Blank lines are skipped. The docs paste this table as is."""
+    rows = ["| " + " | ".join(_COLUMNS) + " |", "|" + "---|" * len(_COLUMNS)]
+    for line in lines:
+        if not line.strip():
+            continue
+        data = json.loads(line)
+        ratio = data["ratio"]
+        met = data["met"]
+        baseline_value = data["baseline_value"]
+        cells = [
+            f"`{data['figure']}`",
+            f"{_number(data['value'])} {data['unit']}",
+            data["baseline"],
+            "—" if baseline_value is None else _number(baseline_value),
+            "—" if ratio is None else f"{ratio:g} ({data['ratio_of']})",
+            "—" if data["target"] is None else data["target"],
+            "—" if met is None else ("yes" if met else "no"),
+            data.get("method", ""),
+        ]
+        rows.append("| " + " | ".join(_cell(str(c)) for c in cells) + " |")
+    return "\n".join(rows) + "\n"

@@ -1,72 +1,116 @@
 """The LangGraph peer of the durable-approval figures (needs ``pip install .[bench]``).
 
 The imports of the peers carry ``type: ignore[import-not-found,unused-ignore]``: CI installs
-only the ``test`` extra and type-checks this module without them.
+only the ``test`` extra and type-checks this module without them. This module never imports
+``pai_actors``: its side processes hold LangGraph only.
 
-The graph is LangGraph's own agent loop without an LLM: a ``model`` node (a fixed function,
-like our side's ``ApprovalModel``) emits an ``AIMessage`` with one ``refund`` tool call whose
-arguments are the same small JSON input; ``langgraph.prebuilt.ToolNode`` runs the tool, which
-calls ``langgraph.types.interrupt({"cents": ...})`` to suspend for approval; the client reads
-the interrupt, resumes with ``Command(resume={"approved": True})``; the tool returns, the
-``model`` node answers ``done`` and the graph ends. Routing is ``tools_condition``.
+The graph is the lightest correct one: a ``StateGraph`` over a ``TypedDict`` that keeps the
+conversation (the user's ``request`` and a ``messages`` list), with a single node ``agent``
+that runs the tool itself (no model node, no ``ToolNode``, no ``MessagesState``): it reads
+the order from the request and calls the ``refund`` tool function with the same small JSON
+input as every side, which calls ``langgraph.types.interrupt({"cents": ...})`` to suspend for
+approval. The client resumes with ``Command(resume={"approved": True})``; the node runs again
+from the top, ``interrupt`` returns the decision, the tool returns and the node appends the
+tool's result and the answer ``done`` to ``messages``; the graph ends. For the async API the
+node and the tool are ``async def`` (nothing runs in a thread pool but what the checkpointer
+itself does).
 
 Durability: the checkpointer is ``SqliteSaver`` (``AsyncSqliteSaver`` for the async API) on a
-new temporary file, one ``thread_id`` per conversation, LangGraph's default durability (every
-checkpoint is written; the run returns once they are). The connection is put in
-``synchronous=NORMAL`` to match our :class:`~pai_actors.SqliteStore`'s default (both files
-are in WAL mode; LangGraph leaves SQLite's default ``FULL``, which would charge it an fsync per
-commit that our side does not pay).
+new file, one ``thread_id`` per conversation, LangGraph's default ``durability="async"``
+(checkpoints written in the background while the graph goes on, awaited before
+``invoke``/``ainvoke`` returns). At its defaults (``synchronous=None``) the connection is
+opened as ``from_conn_string`` opens it and no PRAGMA is set: the saver's ``setup`` puts the
+file in WAL mode and SQLite keeps ``synchronous=FULL``; each side reads both back with PRAGMA
+and reports them. ``synchronous="NORMAL"`` or ``"FULL"`` sets that PRAGMA on the connection
+first (the equal-durability figures).
+
+Every conversation is read back after the timed part, untimed, from a NEW ``SqliteSaver``
+connection on the same file: ``graph.get_state(config)`` for every thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
+import operator
 import sqlite3
 import time
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import aiosqlite  # type: ignore[import-not-found,unused-ignore]
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage  # type: ignore[import-not-found,unused-ignore]
-from langchain_core.tools import tool  # type: ignore[import-not-found,unused-ignore]
 from langgraph.checkpoint.sqlite import SqliteSaver  # type: ignore[import-not-found,unused-ignore]
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver  # type: ignore[import-not-found,unused-ignore]
-from langgraph.graph import START, MessagesState, StateGraph  # type: ignore[import-not-found,unused-ignore]
-from langgraph.prebuilt import ToolNode, tools_condition  # type: ignore[import-not-found,unused-ignore]
+from langgraph.graph import END, START, StateGraph  # type: ignore[import-not-found,unused-ignore]
 from langgraph.types import Command, interrupt  # type: ignore[import-not-found,unused-ignore]
 
-from ._durable_ours import APPROVE, TOOL_NAME, remove_db, tool_input
+from ._conversation import (
+    APPROVE,
+    PAYLOAD,
+    RESULT,
+    SYNCHRONOUS_NAMES,
+    TOOL_NAME,
+    WARM_UP,
+    bookkeeping_bytes,
+    new_db,
+    order_of,
+    remove_db,
+    request,
+    rss_bytes,
+    sqlite_modes,
+    tool_input,
+)
 
 VERSION = version("langgraph")
 
 
-def _refund(order: int, cents: int) -> dict[str, int]:
+class Conversation(TypedDict):
+    request: str
+    messages: Annotated[list[dict[str, Any]], operator.add]
+
+
+def _input(i: int) -> dict[str, Any]:
+    return {"request": request(i), "messages": [{"role": "user", "content": request(i)}]}
+
+
+def _answer(args: dict[str, Any], result: dict[str, int]) -> dict[str, Any]:
+    return {
+        "messages": [
+            {"role": "tool", "name": TOOL_NAME, "args": args, "content": result},
+            {"role": "assistant", "content": "done"},
+        ]
+    }
+
+
+def refund(order: int, cents: int) -> dict[str, int]:
     """Refund an order after a human approves it."""
     decision = interrupt({"cents": cents})
     return {"refunded": cents if decision["approved"] else 0}
 
 
-refund = tool(TOOL_NAME)(_refund)  # a call, not a decorator: mypy may not see langchain
+async def arefund(order: int, cents: int) -> dict[str, int]:
+    """Refund an order after a human approves it."""
+    decision = interrupt({"cents": cents})
+    return {"refunded": cents if decision["approved"] else 0}
 
 
-def _model(state: MessagesState) -> dict[str, list[Any]]:
-    messages = state["messages"]
-    if isinstance(messages[-1], ToolMessage):
-        return {"messages": [AIMessage("done")]}
-    order = int(str(messages[-1].content).rsplit(" ", 1)[1])
-    call = {"name": TOOL_NAME, "args": tool_input(order), "id": "call_1", "type": "tool_call"}
-    return {"messages": [AIMessage("", tool_calls=[call])]}
+def agent(state: Conversation) -> dict[str, Any]:
+    args = tool_input(order_of(state["request"]))
+    return _answer(args, refund(**args))
 
 
-def _builder() -> StateGraph[Any]:
-    builder: StateGraph[Any] = StateGraph(MessagesState)
-    builder.add_node("model", _model)
-    builder.add_node("tools", ToolNode([refund]))
-    builder.add_edge(START, "model")
-    builder.add_conditional_edges("model", tools_condition)
-    builder.add_edge("tools", "model")
-    return builder
+async def aagent(state: Conversation) -> dict[str, Any]:
+    args = tool_input(order_of(state["request"]))
+    return _answer(args, await arefund(**args))
+
+
+def _graph(checkpointer: Any, *, is_async: bool) -> Any:
+    builder: StateGraph[Any] = StateGraph(Conversation)
+    builder.add_node("agent", aagent if is_async else agent)
+    builder.add_edge(START, "agent")
+    builder.add_edge("agent", END)
+    return builder.compile(checkpointer=checkpointer)
 
 
 def _config(i: int) -> Any:
@@ -75,102 +119,205 @@ def _config(i: int) -> Any:
 
 def _check_suspended(result: dict[str, Any]) -> None:
     interrupts = result.get("__interrupt__")
-    if not interrupts or interrupts[0].value != {"cents": 500}:
+    if not interrupts or [i.value for i in interrupts] != [PAYLOAD]:
         raise AssertionError(f"expected the approval interrupt, got {result!r}")
 
 
 def _check_completed(result: dict[str, Any]) -> None:
     messages = result["messages"]
-    if messages[-1].content != "done" or '"refunded": 500' not in messages[-2].content:
-        raise AssertionError(f"expected a completed run, got {messages!r}")
+    if (
+        len(messages) != 3
+        or messages[1]["content"] != RESULT
+        or messages[2]["content"] != "done"
+        or "__interrupt__" in result
+    ):
+        raise AssertionError(f"expected a completed run, got {result!r}")
 
 
-def _open(path: Path) -> sqlite3.Connection:
+def _read_back(path: Path, n: int, *, waiting: bool) -> None:
+    """Every conversation through a new connection: ``graph.get_state`` of every thread."""
     conn = sqlite3.connect(path, check_same_thread=False)
-    conn.execute("PRAGMA synchronous = NORMAL")
-    return conn
-
-
-async def _aopen(path: Path) -> aiosqlite.Connection:
-    conn = await aiosqlite.connect(path)
-    await conn.execute("PRAGMA synchronous = NORMAL")
-    return conn
-
-
-def round_trips_sequential(n: int, directory: Path) -> float:
-    """Seconds for ``n`` conversations one after another (sync API, ``SqliteSaver``)."""
-    path = directory / f"langgraph-w1s-{time.monotonic_ns()}.db"
-    conn = _open(path)
     try:
-        graph = _builder().compile(checkpointer=SqliteSaver(conn))
-        start = time.perf_counter()
+        graph = _graph(SqliteSaver(conn), is_async=False)
         for i in range(n):
-            config = _config(i)
-            _check_suspended(graph.invoke({"messages": [HumanMessage(f"refund {i}")]}, config))
-            _check_completed(graph.invoke(Command(resume=APPROVE), config))
-        return time.perf_counter() - start
+            state = graph.get_state(_config(i))
+            if waiting:
+                pending = [x.value for task in state.tasks for x in task.interrupts]
+                if state.next != ("agent",) or pending != [PAYLOAD]:
+                    raise AssertionError(f"conversation {i} is not waiting: {state!r}")
+            else:
+                if state.next != ():
+                    raise AssertionError(f"conversation {i} did not complete: {state!r}")
+                _check_completed(state.values)
     finally:
         conn.close()
+
+
+def _open(path: Path, synchronous: str | None) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, check_same_thread=False)  # as SqliteSaver.from_conn_string
+    if synchronous is not None:
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+    return conn
+
+
+async def _aopen(path: Path, synchronous: str | None) -> aiosqlite.Connection:
+    conn = await aiosqlite.connect(path)  # as AsyncSqliteSaver.from_conn_string
+    if synchronous is not None:
+        await conn.execute(f"PRAGMA synchronous = {synchronous}")
+    return conn
+
+
+async def _amodes(conn: aiosqlite.Connection) -> dict[str, str]:
+    modes: dict[str, str] = {}
+    for pragma in ("journal_mode", "synchronous"):
+        async with conn.execute(f"PRAGMA {pragma}") as cursor:
+            row = await cursor.fetchone()
+        assert row is not None
+        value = row[0]
+        modes[pragma] = SYNCHRONOUS_NAMES[int(value)] if pragma == "synchronous" else str(value)
+    return modes
+
+
+def w1_sequential(directory: str, n: int, synchronous: str | None) -> dict[str, Any]:
+    """Seconds for ``n`` conversations one after another (sync ``invoke``, ``SqliteSaver``),
+    and the connection's SQLite modes."""
+    path = new_db(directory, "langgraph-w1s")
+    try:
+        conn = _open(path, synchronous)
+        try:
+            saver = SqliteSaver(conn)
+            saver.setup()
+            graph = _graph(saver, is_async=False)
+            start = time.perf_counter()
+            for i in range(n):
+                config = _config(i)
+                _check_suspended(graph.invoke(_input(i), config))
+                _check_completed(graph.invoke(Command(resume=APPROVE), config))
+            seconds = time.perf_counter() - start
+            modes = sqlite_modes(conn)
+        finally:
+            conn.close()
+        _read_back(path, n, waiting=False)
+        return {"seconds": seconds, **modes}
+    finally:
         remove_db(path)
 
 
 async def _one(graph: Any, i: int) -> None:
     config = _config(i)
-    _check_suspended(await graph.ainvoke({"messages": [HumanMessage(f"refund {i}")]}, config))
+    _check_suspended(await graph.ainvoke(_input(i), config))
     _check_completed(await graph.ainvoke(Command(resume=APPROVE), config))
 
 
-def round_trips_concurrent(n: int, directory: Path) -> float:
-    """Seconds for ``n`` conversations all in flight at once (async API, ``AsyncSqliteSaver``)."""
-    path = directory / f"langgraph-w1c-{time.monotonic_ns()}.db"
+async def _asaver(path: Path, synchronous: str | None) -> tuple[aiosqlite.Connection, Any]:
+    conn = await _aopen(path, synchronous)
+    saver = AsyncSqliteSaver(conn)
+    await saver.setup()
+    return conn, saver
 
-    async def main() -> float:
-        conn = await _aopen(path)
+
+def w1_concurrent(directory: str, n: int, synchronous: str | None) -> dict[str, Any]:
+    """Seconds for ``n`` conversations all in flight at once (``ainvoke`` under
+    ``asyncio.gather``, ``AsyncSqliteSaver``), and the connection's SQLite modes."""
+    path = new_db(directory, "langgraph-w1c")
+
+    async def main() -> dict[str, Any]:
+        conn, saver = await _asaver(path, synchronous)
         try:
-            saver = AsyncSqliteSaver(conn)
-            await saver.setup()
-            graph = _builder().compile(checkpointer=saver)
+            graph = _graph(saver, is_async=True)
             start = time.perf_counter()
             await asyncio.gather(*(_one(graph, i) for i in range(n)))
+            seconds = time.perf_counter() - start
+            return {"seconds": seconds, **await _amodes(conn)}
+        finally:
+            await conn.close()
+
+    try:
+        result = asyncio.run(main())
+        _read_back(path, n, waiting=False)
+        return result
+    finally:
+        remove_db(path)
+
+
+async def _suspend(graph: Any, i: int) -> None:
+    _check_suspended(await graph.ainvoke(_input(i), _config(i)))
+
+
+async def _resume(graph: Any, i: int) -> None:
+    _check_completed(await graph.ainvoke(Command(resume=APPROVE), _config(i)))
+
+
+def w2(directory: str, n: int, synchronous: str | None) -> dict[str, Any]:
+    """Seconds to suspend ``n`` conversations (all at once, ``ainvoke``), then, on a new
+    connection (after every conversation was read back waiting), to resume them all (all
+    at once) until every run completed; and the connection's SQLite modes."""
+    path = new_db(directory, "langgraph-w2")
+
+    async def suspend_all() -> dict[str, Any]:
+        conn, saver = await _asaver(path, synchronous)
+        try:
+            graph = _graph(saver, is_async=True)
+            start = time.perf_counter()
+            await asyncio.gather(*(_suspend(graph, i) for i in range(n)))
+            return {"suspend": time.perf_counter() - start, **await _amodes(conn)}
+        finally:
+            await conn.close()
+
+    async def resume_all() -> float:
+        conn, saver = await _asaver(path, synchronous)
+        try:
+            graph = _graph(saver, is_async=True)
+            gc.collect()
+            start = time.perf_counter()
+            await asyncio.gather(*(_resume(graph, i) for i in range(n)))
             return time.perf_counter() - start
         finally:
             await conn.close()
 
     try:
-        return asyncio.run(main())
+        result = asyncio.run(suspend_all())
+        _read_back(path, n, waiting=True)
+        result["resume"] = asyncio.run(resume_all())
+        _read_back(path, n, waiting=False)
+        return result
     finally:
         remove_db(path)
 
 
-def suspend_resume(n: int, directory: Path) -> tuple[float, float]:
-    """Seconds to suspend ``n`` conversations (all at once, async API), then to resume them
-    all (all at once) until every run completed."""
-    path = directory / f"langgraph-w2-{time.monotonic_ns()}.db"
+def memory_per_suspended_conversation(directory: str, n: int) -> dict[str, float]:
+    """Resident bytes per suspended conversation, all ``n`` suspended at once (``ainvoke``
+    under ``asyncio.gather``, LangGraph at its defaults): VmRSS after minus before, minus the
+    workload's bookkeeping (the list of thread ids and its strings), over ``n``. Run it in a
+    fresh process."""
+    path = new_db(directory, "langgraph-mem")
 
-    async def suspend(graph: Any, i: int) -> None:
-        _check_suspended(
-            await graph.ainvoke({"messages": [HumanMessage(f"refund {i}")]}, _config(i))
-        )
-
-    async def resume(graph: Any, i: int) -> None:
-        _check_completed(await graph.ainvoke(Command(resume=APPROVE), _config(i)))
-
-    async def main() -> tuple[float, float]:
-        conn = await _aopen(path)
+    async def main() -> dict[str, float]:
+        conn, saver = await _asaver(path, None)
         try:
-            saver = AsyncSqliteSaver(conn)
-            await saver.setup()
-            graph = _builder().compile(checkpointer=saver)
-            start = time.perf_counter()
-            await asyncio.gather(*(suspend(graph, i) for i in range(n)))
-            suspend_seconds = time.perf_counter() - start
-            start = time.perf_counter()
-            await asyncio.gather(*(resume(graph, i) for i in range(n)))
-            return suspend_seconds, time.perf_counter() - start
+            graph = _graph(saver, is_async=True)
+            for i in range(-WARM_UP, 0):
+                await _one(graph, i)
+            gc.collect()
+            before = rss_bytes()
+            thread_ids: list[str] = []
+
+            async def suspend(i: int) -> None:
+                config = _config(i)
+                _check_suspended(await graph.ainvoke(_input(i), config))
+                thread_ids.append(config["configurable"]["thread_id"])
+
+            await asyncio.gather(*(suspend(i) for i in range(n)))
+            gc.collect()
+            after = rss_bytes()
+            bookkeeping = bookkeeping_bytes(thread_ids)
         finally:
             await conn.close()
+        return {"bytes": (after - before - bookkeeping) / n, "bookkeeping": bookkeeping / n}
 
     try:
-        return asyncio.run(main())
+        result = asyncio.run(main())
+        _read_back(path, n, waiting=True)
+        return result
     finally:
         remove_db(path)

@@ -7,14 +7,18 @@ model is a ``FunctionModel`` (no LLM), the counterpart of our side's ``ApprovalM
 asks for one ``refund`` call with the same small JSON input, then answers ``done``.
 
 The imports of the peers carry ``type: ignore[import-not-found,unused-ignore]``: CI installs
-only the ``test`` extra and type-checks this module without them.
+only the ``test`` extra and type-checks this module without them. This module never imports
+``pai_actors``: its side processes hold pydantic-ai only.
 
 pydantic-ai keeps no state between runs: durability is the application's. Here each
 conversation's message history (``result.all_messages_json()``) is written to a SQLite table
 keyed by conversation (WAL, ``synchronous=NORMAL``, as our store) when the run suspends; the
 client's ``{"approved": true}`` reads it back (``ModelMessagesTypeAdapter``) and starts the
 second run with ``deferred_tool_results=DeferredToolResults(approvals={call id: True})``;
-the tool runs again, approved, and returns, and the final history is written too.
+the tool runs again, approved, and returns, and the final history is written too. pydantic-ai
+has no storage of its own, hence no default durability: the table is at the same durability as
+our store's default (equal durability). After the timed part every stored history is read back,
+untimed, from a new connection, and checked: the tool's result and the answer ``done``.
 """
 
 from __future__ import annotations
@@ -37,7 +41,16 @@ from pydantic_ai import (  # type: ignore[import-not-found,unused-ignore]
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart  # type: ignore[import-not-found,unused-ignore]
 from pydantic_ai.models.function import AgentInfo, FunctionModel  # type: ignore[import-not-found,unused-ignore]
 
-from ._durable_ours import TOOL_NAME, remove_db, tool_input
+from ._conversation import (
+    PAYLOAD,
+    RESULT,
+    TOOL_NAME,
+    new_db,
+    order_of,
+    remove_db,
+    request,
+    tool_input,
+)
 
 VERSION = version("pydantic-ai-slim")
 
@@ -47,8 +60,7 @@ def _model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         for part in message.parts:
             if isinstance(part, ToolReturnPart):
                 return ModelResponse(parts=[TextPart("done")])
-    prompt = str(messages[-1].parts[-1].content)  # type: ignore[union-attr,unused-ignore]
-    order = int(prompt.rsplit(" ", 1)[1])
+    order = order_of(str(messages[-1].parts[-1].content))  # type: ignore[union-attr,unused-ignore]
     return ModelResponse(parts=[ToolCallPart(TOOL_NAME, tool_input(order), tool_call_id="call_1")])
 
 
@@ -89,7 +101,7 @@ def _suspended(output: Any) -> str:
     if not isinstance(output, DeferredToolRequests) or len(output.approvals) != 1:
         raise AssertionError(f"expected one approval request, got {output!r}")
     [call] = output.approvals
-    if output.metadata.get(call.tool_call_id) != {"cents": 500}:
+    if output.metadata.get(call.tool_call_id) != PAYLOAD:
         raise AssertionError(f"expected the approval payload, got {output.metadata!r}")
     call_id: str = call.tool_call_id
     return call_id
@@ -101,7 +113,7 @@ def _completed(output: Any) -> None:
 
 
 async def _start(db: sqlite3.Connection, i: int) -> None:
-    result = await agent.run(f"refund {i}")
+    result = await agent.run(request(i))
     _suspended(result.output)
     _save(db, f"conversation-{i}", result.all_messages_json())
 
@@ -122,10 +134,25 @@ async def _one(db: sqlite3.Connection, i: int) -> None:
     await _approve(db, i)
 
 
-def round_trips(n: int, directory: Path, *, concurrent: bool) -> float:
-    """Seconds for ``n`` conversations, one after another or all at once (``agent.run``)."""
-    path = directory / f"pydantic-ai-w1-{time.monotonic_ns()}.db"
-    db = _open(path)
+def _read_back(path: Path, n: int) -> None:
+    """Every stored history through a new connection: the tool returned the refund's result
+    and the model answered ``done``."""
+    db = sqlite3.connect(path)
+    try:
+        for i in range(n):
+            history = _read(db, f"conversation-{i}")
+            returns = [p.content for m in history for p in m.parts if isinstance(p, ToolReturnPart)]
+            last = history[-1].parts[-1]
+            if returns != [RESULT] or not isinstance(last, TextPart) or last.content != "done":
+                raise AssertionError(f"conversation {i}: history {history!r}")
+    finally:
+        db.close()
+
+
+def w1(directory: str, n: int, concurrent: bool) -> float:
+    """Seconds for ``n`` conversations, one after another or all at once (``agent.run``
+    under ``asyncio.gather``)."""
+    path = new_db(directory, "pydantic-ai-w1")
 
     async def main() -> float:
         start = time.perf_counter()
@@ -137,7 +164,12 @@ def round_trips(n: int, directory: Path, *, concurrent: bool) -> float:
         return time.perf_counter() - start
 
     try:
-        return asyncio.run(main())
+        db = _open(path)
+        try:
+            seconds = asyncio.run(main())
+        finally:
+            db.close()
+        _read_back(path, n)
+        return seconds
     finally:
-        db.close()
         remove_db(path)

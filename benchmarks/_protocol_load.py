@@ -20,7 +20,7 @@ import trio
 from pai_actors.client import Client, open_client
 
 from ._durable_ours import APPROVE
-from ._harness import Record, Target, value_record
+from ._harness import Record, Target, fresh, method, value_record
 from ._protocol import (
     ROOT,
     TOKEN,
@@ -32,6 +32,11 @@ from ._protocol import (
 )
 
 MEMORY_TARGET = Target("<=", 1.25)
+_METHOD = method(
+    1,
+    "one load run: the clients in a fresh process, the server in a fresh process of its own",
+    sides=1,
+)
 
 
 def _rss_bytes() -> int:
@@ -63,10 +68,11 @@ class _Sampler:
         self.samples.append((time.perf_counter() - self._start, _rss_bytes()))
 
 
-def serve_for_load(linger: float, sample_every: float, clients: int) -> None:
-    """The load run's server process. It prints its url; on a ``start`` line on stdin it
-    starts sampling its memory, on ``stop`` it takes the last sample, on ``exit`` it closes
-    the server and prints the samples and any errors logged as one JSON line."""
+def serve_for_load(linger: float, sample_every: float, clients: int) -> dict[str, Any]:
+    """The load run's server process (a side: ``python -m benchmarks._side``). It prints its
+    url; on a ``start`` line on stdin it starts sampling its memory, on ``stop`` it takes the
+    last sample, on ``exit`` it closes the server and returns the samples and any errors
+    logged (the runner prints them as the last line)."""
     raise_fd_limit(clients + 256)
     sampler = _Sampler(sample_every)
 
@@ -85,7 +91,7 @@ def serve_for_load(linger: float, sample_every: float, clients: int) -> None:
     with tempfile.TemporaryDirectory(prefix="pai-bench-") as tmp, logged_errors() as errors:
         trio.run(main, Path(tmp))
     summary = errors.summary() if errors.records else None
-    print(json.dumps({"samples": sampler.samples, "errors": summary}), flush=True)
+    return {"samples": sampler.samples, "errors": summary}
 
 
 @dataclass
@@ -167,36 +173,30 @@ async def _load_clients(
     return state.conversations, trio.current_time() - state.measure_from
 
 
-def _python(code: str, *args: object, **popen: Any) -> subprocess.Popen[str]:
-    """A fresh interpreter running ``code`` (which imports from ``benchmarks``)."""
+def _side(function: str, popen: dict[str, Any], **kwargs: Any) -> subprocess.Popen[str]:
+    """A fresh interpreter running ``function(**kwargs)`` of this module as a side
+    (``python -m benchmarks._side``), talked to through its pipes."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    return subprocess.Popen(
-        [sys.executable, "-c", code, *map(str, args)], cwd=ROOT, env=env, text=True, **popen
-    )
+    command = [sys.executable, "-m", "benchmarks._side", __name__, function, json.dumps(kwargs)]
+    return subprocess.Popen(command, cwd=ROOT, env=env, text=True, **popen)
 
 
 def run_load(
     warmup: float, seconds: float, clients: int, sample_every: float, linger: float
-) -> str:
-    """The load run, with the clients in this process and the server in one of its own;
-    returns what it measured as JSON. Raises if there was an error."""
+) -> dict[str, Any]:
+    """The load run (a side, in a fresh process), with the clients in this process and the
+    server in a fresh one of its own; returns what it measured. Raises if there was an
+    error."""
     raise_fd_limit(clients + 256)
-    code = (
-        "import sys\n"
-        "from benchmarks._protocol_load import serve_for_load\n"
-        "serve_for_load(float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]))\n"
-    )
     sampler = _Sampler(sample_every)
     with tempfile.TemporaryFile("w+") as stderr:
-        server = _python(
-            code,
-            linger,
-            sample_every,
-            clients,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
+        server = _side(
+            "serve_for_load",
+            {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": stderr},
+            linger=linger,
+            sample_every=sample_every,
+            clients=clients,
         )
         assert server.stdin is not None
         assert server.stdout is not None
@@ -231,14 +231,12 @@ def run_load(
         raise AssertionError(f"the load run completed, but the clients had {errors.summary()}")
     if report["errors"] is not None:
         raise AssertionError(f"the load run completed, but the server had {report['errors']}")
-    return json.dumps(
-        {
-            "conversations": conversations,
-            "seconds": seconds_taken,
-            "server": report["samples"],
-            "clients": sampler.samples,
-        }
-    )
+    return {
+        "conversations": conversations,
+        "seconds": seconds_taken,
+        "server": report["samples"],
+        "clients": sampler.samples,
+    }
 
 
 @functools.lru_cache(maxsize=4)
@@ -246,28 +244,14 @@ def _load(warmup: float, seconds: float, clients: int, sample_every: float, ling
     """:func:`run_load` in a fresh process: the server in a process of its own (as in
     production), the clients in another, so that each one's memory samples are its own and
     not what figures run before left allocated."""
-    code = (
-        "import sys\n"
-        "from benchmarks._protocol_load import run_load\n"
-        "a = sys.argv\n"
-        "print(run_load(float(a[1]), float(a[2]), int(a[3]), float(a[4]), float(a[5])))\n"
+    data = fresh(
+        run_load,
+        warmup=warmup,
+        seconds=seconds,
+        clients=clients,
+        sample_every=sample_every,
+        linger=linger,
     )
-    with tempfile.TemporaryFile("w+") as stderr:
-        done = _python(
-            code,
-            warmup,
-            seconds,
-            clients,
-            sample_every,
-            linger,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-        )
-        out, _ = done.communicate()
-        if done.returncode != 0:
-            stderr.seek(0)
-            raise RuntimeError(f"the protocol load run failed:\n{stderr.read()}")
-    data = json.loads(out.strip().splitlines()[-1])
     return _Load(
         data["conversations"],
         data["seconds"],
@@ -290,22 +274,17 @@ def load(
 ) -> Record:
     """Whole conversations per second through the server for ``seconds``; informational."""
     measured = _load(warmup, seconds, clients, sample_every, linger)
-    return Record(
-        figure="protocol_load",
+    return value_record(
+        "protocol_load",
         unit=f"conversations/s ({clients} clients, one connection each, for {seconds:g} s "
         f"after {warmup:g} s of warm-up: "
         "create, watch, send, submit the approval, wait for completion; 0 errors; server in "
         "its own process; SQLite)",
-        value=measured.conversations / measured.seconds,
+        samples=[measured.conversations / measured.seconds],
         baseline="none: informational",
-        baseline_value=None,
-        ratio=None,
-        ratio_of="value",
         target=None,
-        met=None,
         n=measured.conversations,
-        baseline_n=0,
-        repeats=1,
+        method=_METHOD,
     )
 
 
@@ -326,7 +305,7 @@ def load_memory(
         "protocol_load_memory",
         unit=f"last / first RSS sample of the server process over the {seconds:g} s load run "
         f"(every {sample_every:g} s, under load; server linger {linger:g} s)",
-        value=last / first,
+        samples=[last / first],
         baseline=f"server: first sample {_mib(first)} after {warmup:g} s of warm-up, last "
         f"{_mib(last)} at {last_at:.1f} s, "
         f"peak {_mib(max(rss for _, rss in measured.server))}; the clients' "
@@ -334,5 +313,5 @@ def load_memory(
         f"(x{clients_last / clients_first:.2f})",
         target=MEMORY_TARGET,
         n=measured.conversations,
-        repeats=1,
+        method=_METHOD,
     )

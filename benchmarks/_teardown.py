@@ -22,7 +22,7 @@ import trio.testing
 
 from supervisors import Cancelled, ExitRecord, Mailbox, open_supervisor
 
-from ._harness import Record, Target, best_of, time_record
+from ._harness import Record, Target, fresh, interleave, method, time_record
 
 TARGET = Target("<=", 2.0)
 REASON = "benchmark teardown"
@@ -99,15 +99,21 @@ def _baseline(depth: int, fanout: int) -> float:
 
 def tree_teardown(depth: int = 4, fanout: int = 10, *, repeats: int = 3) -> Record:
     """Seconds to cancel a supervision tree from its root vs a bare nested-nursery tree."""
-    seconds, baseline_seconds = best_of(
-        repeats, lambda: _candidate(depth, fanout), lambda: _baseline(depth, fanout)
+    seconds, baseline_seconds = interleave(
+        repeats,
+        lambda: float(fresh(_candidate, depth=depth, fanout=fanout)),
+        lambda: float(fresh(_baseline, depth=depth, fanout=fanout)),
     )
     return time_record(
         "teardown",
         baseline="trio nested nurseries cancelled from the root",
         target=TARGET,
         n=tree_size(depth, fanout),
-        repeats=repeats,
         seconds=seconds,
         baseline_seconds=baseline_seconds,
+        method=method(
+            repeats,
+            "only the teardown timed, after every task is blocked and gc.collect(); "
+            "every actor's exit record checked",
+        ),
     )

@@ -26,7 +26,7 @@ import trio
 from supervisors import ActorRef, Shutdown, open_supervisor
 
 from ._ask import Ping, _echo
-from ._harness import Record, Target, best_of, throughput_record
+from ._harness import Record, Target, fresh, interleave, method, throughput_record
 
 TARGET = Target(">=", 5.0)
 
@@ -102,8 +102,10 @@ def _concurrent_pykka(n: int) -> float:
 
 def vs_pykka(n: int = 1_000, *, pykka_n: int = 1_000, repeats: int = 5) -> Record:
     """Actor lives (start + ask + stop) per second, run concurrently: trio vs pykka."""
-    seconds, baseline_seconds = best_of(
-        repeats, lambda: _concurrent(n), lambda: _concurrent_pykka(pykka_n)
+    seconds, baseline_seconds = interleave(
+        repeats,
+        lambda: float(fresh(_concurrent, n=n)),
+        lambda: float(fresh(_concurrent_pykka, n=pykka_n)),
     )
     return throughput_record(
         "vs_pykka",
@@ -112,16 +114,18 @@ def vs_pykka(n: int = 1_000, *, pykka_n: int = 1_000, repeats: int = 5) -> Recor
         target=TARGET,
         n=n,
         baseline_n=pykka_n,
-        repeats=repeats,
         seconds=seconds,
         baseline_seconds=baseline_seconds,
+        method=method(repeats, "both sides start n actors, ask each once concurrently, stop all"),
     )
 
 
 def vs_pykka_sequential(n: int = 10_000, *, pykka_n: int = 1_000, repeats: int = 3) -> Record:
     """One actor life after another (latency, informational): trio vs pykka."""
-    seconds, baseline_seconds = best_of(
-        repeats, lambda: _sequential(n), lambda: _sequential_pykka(pykka_n)
+    seconds, baseline_seconds = interleave(
+        repeats,
+        lambda: float(fresh(_sequential, n=n)),
+        lambda: float(fresh(_sequential_pykka, n=pykka_n)),
     )
     return throughput_record(
         "vs_pykka_sequential",
@@ -130,7 +134,7 @@ def vs_pykka_sequential(n: int = 10_000, *, pykka_n: int = 1_000, repeats: int =
         target=None,
         n=n,
         baseline_n=pykka_n,
-        repeats=repeats,
         seconds=seconds,
         baseline_seconds=baseline_seconds,
+        method=method(repeats, "one actor's whole life after another on both sides"),
     )
