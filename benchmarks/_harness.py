@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RatioOf: TypeAlias = Literal["throughput", "time", "cost", "value"]
 
 _IN_PROCESS = False
-"""Set only by :func:`run_sides_in_process` (tests): sides are called in this process."""
+"""Set only by :class:`sides_in_process` (tests): sides are called in this process."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,15 +176,20 @@ def fresh(function: Callable[..., Any] | str, /, **kwargs: Any) -> Any:
     return json.loads(lines[-1])
 
 
-class run_sides_in_process:
+class sides_in_process:
     """For tests only: within this block :func:`fresh` calls the side in this process (its
     arguments and result still go through JSON), so that a test can check a figure's record
-    at tiny sizes without starting interpreters. Timings taken so are not figures."""
+    at tiny sizes without starting interpreters; ``sides_in_process(False)`` restores fresh
+    processes within such a block. Timings taken in process are not figures."""
+
+    def __init__(self, on: bool = True) -> None:
+        self._on = on
+        self._previous = _IN_PROCESS
 
     def __enter__(self) -> None:
         global _IN_PROCESS
         self._previous = _IN_PROCESS
-        _IN_PROCESS = True
+        _IN_PROCESS = self._on
 
     def __exit__(self, *exc: object) -> None:
         global _IN_PROCESS
