@@ -316,3 +316,18 @@ def enter_task(node: Node | None) -> Node | None:
 
 def exit_task(previous: Node | None) -> None:
     enter_task(previous)
+
+
+def enter_actor_task(node: Node) -> trio.lowlevel.Task:
+    """Make ``node`` the node of the current task, an actor's own; return the task.
+
+    The actor's task had no node before, and hands the task to :func:`leave_actor_task`
+    when it ends: one lookup of the current task per actor instead of four.
+    """
+    task = trio.lowlevel.current_task()
+    _task_nodes[task] = node
+    return task
+
+
+def leave_actor_task(task: trio.lowlevel.Task) -> None:
+    _task_nodes.pop(task, None)

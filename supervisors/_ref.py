@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 import trio
@@ -25,6 +25,7 @@ class Inbox(Protocol[M]):
     """
 
     _ref: ActorRef[M] | None
+    _capacity: int
 
     def statistics(self) -> MailboxStatistics: ...
 
@@ -129,12 +130,20 @@ class ActorRef(Generic[M]):
     thread; ``tell`` either enqueues the message and returns, or raises and enqueues nothing.
     """
 
-    __slots__ = ("__weakref__", "_describe", "_grace", "_mailbox", "_node")
+    __slots__ = ("__weakref__", "_describe", "_fn", "_grace", "_mailbox", "_node")
 
-    def __init__(self, node: Node, mailbox: Inbox[M], grace: float) -> None:
+    def __init__(
+        self,
+        node: Node,
+        mailbox: Inbox[M],
+        grace: float,
+        fn: Callable[[Any], Awaitable[None]] | None = None,
+    ) -> None:
         self._node = node
         self._mailbox = mailbox
         self._grace = grace
+        self._fn = fn
+        """The actor's function: its supervisor restarts it as this incarnation was started."""
         self._describe = f"actor {node.name!r}"
         mailbox._ref = self
 
@@ -146,6 +155,7 @@ class ActorRef(Generic[M]):
         ref._node = node
         ref._mailbox = mailbox
         ref._grace = 0.0
+        ref._fn = None
         ref._describe = f"actor {node.name!r}"
         return ref
 

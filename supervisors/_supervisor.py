@@ -9,8 +9,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 import trio
 
@@ -41,7 +40,16 @@ from ._decide import (
 from ._exceptions import RestartIntensityExceeded, SupervisorClosed
 from ._exit import Cancelled, Crashed, ExitReason, Normal, Shutdown
 from ._mailbox import Mailbox
-from ._node import ExitListener, Node, TreeSnapshot, current_node, enter_task, exit_task
+from ._node import (
+    ExitListener,
+    Node,
+    TreeSnapshot,
+    current_node,
+    enter_actor_task,
+    enter_task,
+    exit_task,
+    leave_actor_task,
+)
 from ._ref import ActorRef
 
 M = TypeVar("M")
@@ -52,12 +60,9 @@ ActorFunction = Callable[[Mailbox[M]], Awaitable[None]]
 _NORMAL = Normal()
 _SHUTDOWN = Shutdown()
 
-
-@dataclass(frozen=True, slots=True)
-class _ChildSpec(Generic[M]):
-    fn: ActorFunction[M]
-    capacity: int
-    grace: float
+# Every spawn and every exit makes an event: built with ``tuple.__new__(cls, fields)``, all
+# fields in order, at about half the cost of the named tuple's generated ``__new__``.
+_new = tuple.__new__
 
 
 class Supervisor:
@@ -72,8 +77,13 @@ class Supervisor:
         self._node = node
         self._nursery = nursery
         self._state = SupervisorState(config)
-        self._specs: dict[str, _ChildSpec[Any]] = {}
-        self._live: dict[str, ActorRef[Any]] = {}
+        # The latest incarnation of every child the decision core still holds: live, or
+        # exited and awaiting a restart. Its ref carries what a restart starts again (the
+        # function, the mailbox's capacity, the grace), so no separate spec object is kept
+        # per child: one object less per actor for the cyclic GC to traverse.
+        self._latest: dict[str, ActorRef[Any]] = {}
+        # What ``spawn`` asks the decision core to start, while it decides (see _start).
+        self._spawning: tuple[ActorFunction[Any], int, float] | None = None
         self._auto_names = 0
         self._cancel_seen = False
         self._cancel_text: str | None = None
@@ -135,31 +145,28 @@ class Supervisor:
         if node.exit_reason is not None or node.scope.cancel_called:
             why = "has exited" if node.exit_reason is not None else "was cancelled"
             raise SupervisorClosed(f"cannot spawn {name!r}: supervisor {self.path!r} {why}")
-        previous_spec = self._specs.get(name)
         previous_state = self._state
-        self._specs[name] = _ChildSpec(fn, capacity, grace)
+        self._spawning = (fn, capacity, grace)
         try:
-            self._apply(Spawn(name, restart, trio.current_time()))
+            self._apply(_new(Spawn, (name, restart, trio.current_time())))
         except BaseException:
-            # Nothing changed: the decision is undone along with the spec.
+            # Nothing changed: the decision is undone (``_start`` records a child last).
             self._state = previous_state
-            if previous_spec is None:
-                del self._specs[name]
-            else:
-                self._specs[name] = previous_spec
             raise
-        return self._live[name]
+        finally:
+            self._spawning = None
+        return self._latest[name]
 
     def child(self, name: str) -> ActorRef[Any]:
         """The live incarnation of child ``name``. Raises ``KeyError`` if there is none."""
-        try:
-            return self._live[name]
-        except KeyError:
-            raise KeyError(f"supervisor {self.path!r} has no live child named {name!r}") from None
+        ref = self._latest.get(name)
+        if ref is None or ref._node.exit_reason is not None:
+            raise KeyError(f"supervisor {self.path!r} has no live child named {name!r}")
+        return ref
 
     def children(self) -> dict[str, ActorRef[Any]]:
         """The live children by name (a copy)."""
-        return dict(self._live)
+        return {name: ref for name, ref in self._latest.items() if ref._node.exit_reason is None}
 
     def stop_child(self, name: str) -> None:
         """Stop child ``name`` gracefully and do not restart it. Idempotent."""
@@ -171,7 +178,7 @@ class Supervisor:
 
     def _forget_if_gone(self, name: str) -> None:
         if name not in self._state.children:
-            self._specs.pop(name, None)  # no incarnation will be started again
+            self._latest.pop(name, None)  # no incarnation will be started again
 
     def shutdown(self) -> None:
         """Stop every child gracefully, all at once, and take no new children.
@@ -229,24 +236,30 @@ class Supervisor:
         if isinstance(command, Start):
             self._start(command.name, command.incarnation)
         elif isinstance(command, Terminate):
-            self._live[command.name]._stop()
+            self._latest[command.name]._stop()
         elif isinstance(command, GiveUp):
             self._give_up(command)
 
     def _start(self, name: str, incarnation: int) -> None:
-        spec = self._specs[name]
-        mailbox: Mailbox[Any] = Mailbox(spec.capacity)
+        spec = self._spawning
+        if incarnation:  # a restart: started again as its latest incarnation was
+            latest = self._latest[name]
+            assert latest._fn is not None  # only refs of exited actors have none
+            spec = (latest._fn, latest._mailbox._capacity, latest._grace)
+        assert spec is not None  # incarnation 0 is a spawn's Start
+        fn, capacity, grace = spec
+        mailbox: Mailbox[Any] = Mailbox(capacity)
         node = Node(
             name=name, kind="actor", parent=self._node, mailbox=mailbox, restarts=incarnation
         )
-        ref = ActorRef(node, mailbox, spec.grace)
+        ref = ActorRef(node, mailbox, grace, fn)
         node.owner = self
         # Like trio's start_soon: call the function now, so a plain function fails here.
-        coro = spec.fn(mailbox)
+        coro = fn(mailbox)
         if not inspect.iscoroutine(coro):
             del self._node.children[node.id]  # type: ignore[union-attr]
             raise TypeError(
-                f"actor {name!r}: {spec.fn!r} returned {coro!r}, not a coroutine; an actor "
+                f"actor {name!r}: {fn!r} returned {coro!r}, not a coroutine; an actor "
                 "is an 'async def' function taking a Mailbox"
             )
         try:
@@ -255,7 +268,7 @@ class Supervisor:
             coro.close()
             del self._node.children[node.id]  # type: ignore[union-attr]
             raise
-        self._live[name] = ref
+        self._latest[name] = ref
 
     def _give_up(self, command: GiveUp) -> None:
         config = self._state.config
@@ -287,17 +300,19 @@ class Supervisor:
         (with tracebacks), which the cancelled scope then discards.
         """
         node = ref._node
-        enter_task(node)
+        task = enter_actor_task(node)
         scope = node.scope
         try:
             with scope:
                 await coro
         except trio.Cancelled as exc:
+            leave_actor_task(task)
             text = reason_from_above(node, cancel_reason_text(exc))
             errors = self._finish(ref, incarnation, Cancelled(text), cancelling=True)
             raise_with(None, errors)
             return  # see "Where a Cancelled stops" in docs/design.md
         except BaseException as exc:
+            leave_actor_task(task)
             cancelled: BaseException | None = None
             error: BaseException = exc
             if isinstance(exc, BaseExceptionGroup):
@@ -318,6 +333,7 @@ class Supervisor:
                 raise_with(exc, errors)
             raise_with(None, errors)  # a Cancelled part ends here too, as above
             return
+        leave_actor_task(task)
         if scope.cancel_called:
             reason: ExitReason = (
                 Cancelled(node.cancel_reason) if node.cancelled_explicitly else Shutdown(True)
@@ -335,13 +351,10 @@ class Supervisor:
 
         Called exactly once per incarnation, on its own task, whichever way it ended.
         """
-        exit_task(None)
         node = ref._node
         name = node.name
         ref._mailbox._close(ref._describe)
-        node.record_exit(reason)
-        if self._live.get(name) is ref:
-            del self._live[name]
+        node.record_exit(reason)  # from now on it is not among children()
         now = trio.current_time()
         # A child that ends on its own (say after a shielded cleanup) while this supervisor,
         # or a scope above it, is cancelled must not be restarted either.
@@ -352,7 +365,7 @@ class Supervisor:
                     self._cancel_text = reason.reason
                 self._apply(CancelRequested(now))
         self._last_crash = reason.exception if isinstance(reason, Crashed) else None
-        self._apply(Exited(name, incarnation, reason.kind, now))
+        self._apply(_new(Exited, (name, incarnation, reason.kind, now)))
         self._forget_if_gone(name)
         return node.notify_exit()
 

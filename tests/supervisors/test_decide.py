@@ -23,8 +23,9 @@ from hypothesis.stateful import (
     precondition,
     rule,
 )
+from immutables import Map
 
-from supervisors import DuplicateChild, ExitKind, SupervisorClosed
+from supervisors import ChildState, DuplicateChild, ExitKind, SupervisorClosed
 from supervisors.decision import (
     CancelRequested,
     Command,
@@ -418,6 +419,20 @@ def test_config_rejects_invalid_values(kwargs: dict[str, object], message: str) 
 
 def test_spawn_starts_incarnation_zero() -> None:
     then(SupervisorState(), Spawn("a", "permanent", 0.0), Start("a", 0))
+
+
+def test_spawn_builds_the_same_values_as_the_constructors() -> None:
+    # decide builds its hot-path named tuples positionally (tuple.__new__): they must equal
+    # what the named tuples' own constructors make, defaults included.
+    config = SupervisorConfig("one_for_all", 2, 1.0)
+    state, commands = decide(SupervisorState(config), Spawn("a", "transient", 0.0))
+    assert state == SupervisorState(
+        config, Map({"a": ChildState("a", "transient", 0, 0)}), next_order=1
+    )
+    assert typed(commands) == [(Start, Start("a", 0))]
+    state, commands = decide(state, Exited("a", 0, "normal", 1.0))
+    assert state == SupervisorState(config, Map(), next_order=1)
+    assert commands == ()
 
 
 def test_spawn_duplicate_live_name_raises_duplicate_child() -> None:

@@ -273,6 +273,40 @@ async def test_rest_for_one_restarts_the_failed_child_and_younger_siblings() -> 
     assert {r.actor.name for r in log.records[:3]} == {"b", "c", "temp"}
 
 
+async def test_a_restarted_child_keeps_its_function_capacity_and_grace() -> None:
+    started: list[int] = []
+
+    async def counts(mailbox: Mailbox[object]) -> None:
+        started.append(mailbox.statistics().capacity)
+        async for _ in mailbox:
+            pass
+
+    async def stays(mailbox: Mailbox[object]) -> None:
+        with trio.CancelScope(shield=True):
+            await trio.sleep(0.05)  # a slow stop: the group restart waits for it
+
+    async with open_supervisor(strategy="one_for_all") as sup:
+        first = sup.spawn(counts, name="a", capacity=3, grace=0.5)
+        slow = sup.spawn(stays, name="slow", grace=10.0)
+        await trio.testing.wait_all_tasks_blocked()
+        first.cancel("simulated failure")
+        await first.wait_exit()
+        # "a" waits for "slow" to stop before it is started again: no live child "a".
+        assert "a" not in sup.children()
+        assert set(sup.children()) == {"slow"}
+        with pytest.raises(KeyError):
+            sup.child("a")
+        await slow.wait_exit()
+        await trio.testing.wait_all_tasks_blocked()
+        second = sup.child("a")
+        assert second is not first
+        assert second.info.id > first.info.id
+        assert started == [3, 3]
+        assert second._grace == 0.5
+        assert sup.child("slow")._grace == 10.0
+        sup.cancel()
+
+
 # -- intensity and giving up ----------------------------------------------------------------
 
 
