@@ -12,8 +12,11 @@ JSON line (see :class:`Record`): ``value`` and ``baseline_value`` with their ``u
 Method (:mod:`benchmarks._harness`): each side of each repetition runs in a fresh Python
 process (``python -m benchmarks._side``) that imports only that side; the sides alternate
 (candidate, baseline, then baseline, candidate, ...) and a figure reports the MEDIAN of each
-side's repetitions. The garbage collector keeps its defaults. Only the public API of
-``pai_actors`` and ``supervisors`` is used. The figures:
+side's repetitions, with every repetition's value. The garbage collector keeps its defaults.
+There is no warm-up (each side's first-use costs fall in its timed part, as in a freshly
+started server) except where a figure's ``method`` says so (the memory figures read their
+first VmRSS after a warm-up). Only the public API of ``pai_actors`` and ``supervisors`` is
+used. The figures:
 
 - ``spawn_exit``: temporary actors spawned and exited per second under a supervisor, vs
   ``nursery.start_soon`` of trivial tasks that each enter their own cancel scope, as every

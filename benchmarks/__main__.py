@@ -106,9 +106,9 @@ def _figures(quick: bool) -> dict[str, Figure]:
         "tool_calls_vs_pykka": lambda: tool_calls_vs_pykka(200, pykka_n=200, repeats=3),
         "cancel_run": lambda: cancel_run(1_000, repeats=3),
         "threaded": lambda: threaded(80, repeats=3),
-        "w1_sequential": lambda: d.w1_sequential(w1, peer_n=w1, repeats=2),
-        "w1_concurrent": lambda: d.w1_concurrent(w1, peer_n=w1, repeats=2),
-        "w1_concurrent_vs_sequential": lambda: d.w1_concurrent_vs_sequential(w1, repeats=2),
+        "w1_sequential": lambda: d.w1_sequential(w1, peer_n=w1, repeats=3),
+        "w1_concurrent": lambda: d.w1_concurrent(w1, peer_n=w1, repeats=3),
+        "w1_concurrent_vs_sequential": lambda: d.w1_concurrent_vs_sequential(w1, repeats=3),
         "w1_sequential_equal_normal": lambda: d.w1_sequential_equal_normal(
             w1, peer_n=w1, repeats=1
         ),
@@ -125,7 +125,7 @@ def _figures(quick: bool) -> dict[str, Figure]:
         "w2_resume_equal_normal": lambda: d.w2_resume_equal_normal(w2, repeats=1),
         "w2_memory": lambda: d.w2_memory(mem, repeats=1),
         "w2_memory_at_once": lambda: d.w2_memory_at_once(mem, repeats=1),
-        "cpu_per_conversation": lambda: d.cpu_per_conversation(w1, repeats=2),
+        "cpu_per_conversation": lambda: d.cpu_per_conversation(w1, repeats=3),
         "reopen_100k": lambda: d.reopen(1_000, repeats=1),
         "protocol_latency_p50_sequential": lambda: latency_p50_sequential(20),
         "protocol_latency_p99_sequential": lambda: latency_p99_sequential(20),

@@ -414,7 +414,11 @@ def _w2_figure(figure: str, n: int, repeats: int, setting: Setting, *, resume: b
     target: Target | None = None
     if setting == "defaults":
         target = W2_RESUME_TARGET if resume else W2_SUSPEND_TARGET
-    unit = "resumes/s (all at once, until every run completed; SQLite)" if resume else "s"
+    unit = (
+        "resumes/s (all at once, until every run completed; SQLite)"
+        if resume
+        else "s (until all n, started at once, are suspended; SQLite)"
+    )
     details = [_W2_HOW, f"ours: {_ours_label(_OURS_DURABILITY[setting])}", _READ_BACK]
     if len(results) == 1:
         return unavailable_record(
@@ -444,7 +448,7 @@ def _w2_figure(figure: str, n: int, repeats: int, setting: Setting, *, resume: b
         )
     return time_record(
         figure,
-        unit="s (until all n, started at once, are suspended; SQLite)",
+        unit=unit,
         baseline=label,
         target=target,
         n=n,
@@ -518,7 +522,7 @@ def _memory_figure(figure: str, n: int, repeats: int, *, at_once: bool) -> Recor
             samples=[r["bytes"] for r in mine],
             target=MEMORY_TARGET,
             n=n,
-            method=method(repeats, *details, sides=1),
+            method=method(repeats, *details, sides=1, warmed=True),
             baseline=f"LangGraph's bytes per suspended conversation: langgraph {UNAVAILABLE}",
         )
     peer = results[2]
@@ -528,7 +532,7 @@ def _memory_figure(figure: str, n: int, repeats: int, *, at_once: bool) -> Recor
         samples=[r["bytes"] for r in mine],
         target=MEMORY_TARGET,
         n=n,
-        method=method(repeats, *details, sides=3),
+        method=method(repeats, *details, sides=3, warmed=True),
         baseline=f"informational: LangGraph {version('langgraph')} at its defaults, bytes "
         "of VmRSS per suspended conversation, all n suspended at once (ainvoke + "
         "AsyncSqliteSaver under asyncio.gather), measured the same way in its own fresh "

@@ -216,12 +216,13 @@ def median(samples: Sequence[float]) -> float:
     return float(statistics.median(samples))
 
 
-def method(repeats: int, *details: str, sides: int = 2) -> str:
-    """The ``method`` text: how the repetitions ran, then the figure's own ``details``."""
+def method(repeats: int, *details: str, sides: int = 2, warmed: bool = False) -> str:
+    """The ``method`` text: how the repetitions ran, then the figure's own ``details``.
+    ``warmed``: the figure's details describe a warm-up; otherwise the text says there is
+    none (each side's first-use costs fall in its timed part, as in a fresh server)."""
     if repeats == 1:
-        how = (
-            "one repetition" + (", each side" if sides >= 2 else "") + " in a fresh Python process"
-        )
+        each = ", each side" if sides >= 2 else ""
+        how = f"one repetition{each} in a fresh Python process"
     elif sides >= 2:
         how = (
             f"median of {repeats} interleaved repetitions (candidate, baseline, then baseline, "
@@ -229,7 +230,10 @@ def method(repeats: int, *details: str, sides: int = 2) -> str:
         )
     else:
         how = f"median of {repeats} repetitions, each in a fresh Python process"
-    return "; ".join([how, "garbage collector at its defaults", *details])
+    parts = [how, "garbage collector at its defaults"]
+    if not warmed:
+        parts.append("no warm-up: first-use costs fall in the timed part")
+    return "; ".join([*parts, *details])
 
 
 # --- Records -------------------------------------------------------------------------------

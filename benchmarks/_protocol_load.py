@@ -34,8 +34,10 @@ from ._protocol import (
 MEMORY_TARGET = Target("<=", 1.25)
 _METHOD = method(
     1,
-    "one load run: the clients in a fresh process, the server in a fresh process of its own",
+    "one load run after a warm-up: the clients in a fresh process, the server in a fresh "
+    "process of its own",
     sides=1,
+    warmed=True,
 )
 
 
