@@ -66,8 +66,10 @@ def reason_from_above(node: Node, fallback: str | None) -> str | None:
     while parent is not None:
         # The flags first: ``cancel_called`` reads the clock, and most ancestors have neither.
         if (
-            parent.cancelled_explicitly or parent.cancel_reason is not None
-        ) and parent.scope.cancel_called:
+            (parent.cancelled_explicitly or parent.cancel_reason is not None)
+            and parent.scope is not None
+            and parent.scope.cancel_called
+        ):
             return parent.cancel_reason
         parent = parent.parent
     return fallback

@@ -181,7 +181,9 @@ class Node:
         self.mailbox = mailbox
         self.restarts = restarts
         self.children: dict[int, Node] | None = None  # made when the first child arrives
-        self.scope = trio.CancelScope()
+        # Made when first needed (see cancel_scope): an actor's when its task starts, or
+        # earlier if it is stopped or cancelled first; a supervisor's is its nursery's.
+        self.scope: trio.CancelScope | None = None
         self.state: NodeState = "running"
         self.exit_reason: ExitReason | None = None
         self.exit_event: trio.Event | None = None
@@ -200,6 +202,17 @@ class Node:
             if parent.children is None:
                 parent.children = {}
             parent.children[self.id] = self
+
+    def cancel_scope(self) -> trio.CancelScope:
+        """The node's cancel scope, made on first use.
+
+        A burst of spawns makes many actors before any of their tasks runs: each one's scope
+        is made when its task starts, one object less per waiting actor for the cyclic GC.
+        """
+        scope = self.scope
+        if scope is None:
+            scope = self.scope = trio.CancelScope()
+        return scope
 
     def actor_info(self) -> ActorInfo:
         if self.info is None:

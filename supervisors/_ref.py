@@ -256,16 +256,20 @@ class ActorRef(Generic[M]):
                 f"actor {node.actor_info().path!r} did not stop within its grace of {grace:g}s"
             )
         if grace != math.inf:
-            node.scope.deadline = min(node.scope.deadline, trio.current_time() + grace)
+            scope = node.cancel_scope()
+            scope.deadline = min(scope.deadline, trio.current_time() + grace)
 
     def cancel(self, reason: str | None = None) -> None:
         """Cancel the actor now; its exit reason is ``Cancelled(reason)``. Idempotent."""
         node = self._node
-        if node.exit_reason is not None or node.scope.cancel_called:
+        if node.exit_reason is not None:
+            return
+        scope = node.cancel_scope()
+        if scope.cancel_called:
             return
         node.cancelled_explicitly = True
         node.cancel_reason = reason
-        node.scope.cancel(reason)
+        scope.cancel(reason)
 
     async def wait_exit(self) -> ExitReason:
         """Wait until the actor has exited and return its exit reason."""

@@ -142,7 +142,7 @@ class Supervisor:
         if not (grace >= 0):
             raise ValueError(f"grace must be a number of seconds >= 0, not {grace!r}")
         node = self._node
-        if node.exit_reason is not None or node.scope.cancel_called:
+        if node.exit_reason is not None or node.cancel_scope().cancel_called:
             why = "has exited" if node.exit_reason is not None else "was cancelled"
             raise SupervisorClosed(f"cannot spawn {name!r}: supervisor {self.path!r} {why}")
         previous_state = self._state
@@ -196,11 +196,12 @@ class Supervisor:
         node = self._node
         if node.exit_reason is not None:
             return
-        if not node.scope.cancel_called:
+        scope = node.cancel_scope()
+        if not scope.cancel_called:
             node.cancelled_explicitly = True
             node.cancel_reason = reason
         node.state = "stopping"
-        node.scope.cancel(reason)
+        scope.cancel(reason)
         if not self._cancel_seen:
             self._cancel_seen = True
             self._apply(CancelRequested(trio.current_time()))
@@ -287,7 +288,7 @@ class Supervisor:
         error.__cause__ = self._last_crash
         self.gave_up = error
         self._node.cancel_reason = message
-        self._node.scope.cancel(message)
+        self._node.cancel_scope().cancel(message)
 
     async def _run(
         self, ref: ActorRef[Any], coro: Coroutine[Any, Any, None], incarnation: int
@@ -301,7 +302,7 @@ class Supervisor:
         """
         node = ref._node
         task = enter_actor_task(node)
-        scope = node.scope
+        scope = node.cancel_scope()
         try:
             with scope:
                 await coro
