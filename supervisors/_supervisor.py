@@ -178,7 +178,9 @@ class Supervisor:
 
     def _forget_if_gone(self, name: str) -> None:
         if name not in self._state.children:
-            self._latest.pop(name, None)  # no incarnation will be started again
+            ref = self._latest.pop(name, None)  # no incarnation will be started again
+            if ref is not None:
+                ref._fn = None
 
     def shutdown(self) -> None:
         """Stop every child gracefully, all at once, and take no new children.

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import trio
@@ -554,3 +557,27 @@ async def test_snapshot_shows_the_live_tree_with_mailbox_depths() -> None:
         ]
         sup.cancel()
     assert sup.snapshot().actors[0].state == "exited"
+
+
+async def test_the_ref_of_a_child_that_is_gone_keeps_nothing_of_its_function_alive() -> None:
+    # A ref carries its actor's function for restarts; once no incarnation will start
+    # again, whatever the function holds (a closure's state) must not live as long as
+    # somebody keeps the ref.
+    class State:
+        pass
+
+    state = State()
+    alive = weakref.ref(state)
+
+    def actor_holding(held: State) -> Any:
+        async def actor(mailbox: Mailbox[object]) -> None:
+            assert held is not None
+
+        return actor
+
+    async with open_supervisor() as sup:  # its block waits for the child to exit
+        ref = sup.spawn(actor_holding(state), restart="temporary")
+        del state
+    gc.collect()
+    assert alive() is None
+    assert isinstance(ref.exit_reason, Normal)
