@@ -24,7 +24,8 @@ under ``trio.testing.MockClock(autojump_threshold=0)``, where a thread hop looks
 makes the clock jump (spurious timeouts), and a WAL commit with ``synchronous=NORMAL``
 costs tens of microseconds, less than a thread hop. Each method is one short SQLite
 transaction between trio checkpoints, so it is atomic with respect to other tasks and to
-cancellation, as ``MemoryStore``'s are. The price: what SQLite waits for blocks the trio
+cancellation, as ``MemoryStore``'s are (a read of a thread the store last touched runs no
+query at all: ``sqlite_mirror`` answers it). The price: what SQLite waits for blocks the trio
 thread, namely the fsync of every commit under ``synchronous=FULL`` (0.15 to several
 milliseconds, by disk).
 
@@ -267,10 +268,7 @@ class SqliteStore:
                         db.execute("RELEASE one_commit")
                 if db.in_transaction:
                     db.execute("COMMIT")
-                mirror = self._mirror
-                for commit in group:
-                    if commit.error is None:
-                        mirror.apply(commit.writes)
+                self._mirror_commits(group)
             except BaseException as exc:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
@@ -311,6 +309,16 @@ class SqliteStore:
             self._checkpoint_at = changes + _CHECKPOINT_ROWS
             checkpointer.wake(changes)
 
+    def _mirror_commits(self, group: list[_Commit]) -> None:
+        """Apply to the mirror the commits of ``group`` SQLite applied. A mirror that cannot
+        take one is dropped, never trusted, and the commits stand: they are written."""
+        try:
+            for commit in group:
+                if commit.error is None:
+                    self._mirror.apply(commit.writes)
+        except Exception:
+            self._mirror.clear()
+
     def _check_mirror(self, db: sqlite3.Connection) -> None:
         """Drop the mirror if another connection wrote the file since the store last looked."""
         version = _data_version(db)
@@ -328,11 +336,16 @@ class SqliteStore:
         await trio.lowlevel.checkpoint()
         return db.execute(sql, args).fetchall()
 
-    async def _thread(self, thread_id: str) -> MirroredThread | None:
-        """The thread as the mirror holds it, read into it first if it is not there."""
+    async def _mirrored(self) -> sqlite3.Connection:
+        """The connection, once the mirror is known to hold the file's last commit."""
         db = self._connection()
         await trio.lowlevel.checkpoint_if_cancelled()
         self._check_mirror(db)
+        return db
+
+    async def _thread(self, thread_id: str) -> MirroredThread | None:
+        """The thread as the mirror holds it, read into it first if it is not there."""
+        db = await self._mirrored()
         found = self._mirror.thread(thread_id)
         if found is not None:
             return found
@@ -374,9 +387,7 @@ class SqliteStore:
         return [] if thread is None else list(thread.messages)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
-        db = self._connection()
-        await trio.lowlevel.checkpoint_if_cancelled()
-        self._check_mirror(db)
+        db = await self._mirrored()
         found = self._mirror.run(run_id)
         if found is not None:
             return found
