@@ -321,9 +321,10 @@ def test_protocol_figures_record_shape() -> None:
         assert (data["figure"], data["ratio_of"], data["n"]) == (figure, "time", 3)
         assert record.value > 0
         assert (data["target"] is not None) is has_target
+    # Long enough for a conversation to complete on a loaded machine (a record of 0 is refused).
     sizes = {"warmup": 0.1, "clients": 2, "sample_every": 0.1, "linger": 0.1}
-    load = protocol_load(0.3, **sizes)
-    memory = protocol_load_memory(0.3, **sizes)
+    load = protocol_load(1.5, **sizes)
+    memory = protocol_load_memory(1.5, **sizes)
     for record, figure in [(load, "protocol_load"), (memory, "protocol_load_memory")]:
         data = check_record_json(record.to_json())
         assert (data["figure"], data["ratio_of"]) == (figure, "value")
@@ -556,10 +557,10 @@ def test_cli_prints_one_line_per_figure(
         "protocol_latency_p50_concurrent": lambda: protocol_latency_p50_concurrent(2),
         "protocol_latency_p99_concurrent": lambda: protocol_latency_p99_concurrent(2),
         "protocol_load": lambda: protocol_load(
-            0.2, warmup=0.1, clients=1, sample_every=0.1, linger=0.1
+            1.5, warmup=0.1, clients=1, sample_every=0.1, linger=0.1
         ),
         "protocol_load_memory": lambda: protocol_load_memory(
-            0.2, warmup=0.1, clients=1, sample_every=0.1, linger=0.1
+            1.5, warmup=0.1, clients=1, sample_every=0.1, linger=0.1
         ),
     }
     assert list(tiny) == list(FULL) == list(QUICK)

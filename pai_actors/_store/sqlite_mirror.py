@@ -26,7 +26,6 @@ runtime); the lists a read returns are new.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Sequence
 
 from .._core.parts import Message, ToolPart
@@ -86,28 +85,32 @@ class MirroredThread:
 class Mirror:
     """The mirrored threads. Not thread-safe: the store's own (trio) thread uses it."""
 
-    __slots__ = ("_run_threads", "_running", "limit", "threads")
+    __slots__ = ("_idle", "_run_threads", "_running", "limit", "threads")
 
     def __init__(self, limit: int = MIRRORED_THREADS) -> None:
         self.limit = limit
-        # by thread id, least recently used first (a dict keeps insertion order)
-        self.threads: dict[str, MirroredThread] = {}
+        self.threads: dict[str, MirroredThread] = {}  # by thread id
         self._run_threads: dict[str, MirroredThread] = {}  # every run of a mirrored thread
         # thread id -> its running run, for the threads that have one: never evicted
         self._running: dict[str, str] = {}
+        # the ids of the threads without a running run, least recently used first (a dict
+        # keeps insertion order): at most ``limit``, the oldest evicted first
+        self._idle: dict[str, None] = {}
 
     def clear(self) -> None:
         """Forget every thread (another connection changed the file)."""
         self.threads.clear()
         self._run_threads.clear()
         self._running.clear()
+        self._idle.clear()
 
     def thread(self, thread_id: str) -> MirroredThread | None:
         """The mirrored thread, or ``None`` when it is not mirrored."""
-        threads = self.threads
-        found = threads.pop(thread_id, None)
-        if found is not None:
-            threads[thread_id] = found  # the most recently used now
+        found = self.threads.get(thread_id)
+        idle = self._idle
+        if found is not None and thread_id in idle:
+            del idle[thread_id]
+            idle[thread_id] = None  # the most recently used now
         return found
 
     def run(self, run_id: str) -> RunRecord | None:
@@ -124,10 +127,15 @@ class Mirror:
     ) -> MirroredThread:
         """Mirror a thread read whole from the file: its messages, runs and calls in order."""
         thread = MirroredThread(record, messages, runs, calls)
+        thread_id = record.thread_id
+        self.threads[thread_id] = thread
         for run in runs:
             self._run_threads[run.run_id] = thread
-            self._note_status(run)
-        return self._add(thread)
+            if run.status == "running":
+                self._running[thread_id] = run.run_id
+        if thread_id not in self._running:
+            self._set_idle(thread_id)
+        return thread
 
     def apply(self, writes: Sequence[Write]) -> None:
         """Apply a commit SQLite wrote: the writes to mirrored threads, and new threads."""
@@ -159,25 +167,29 @@ class Mirror:
                 if thread is not None:
                     thread.messages[thread.message_at[write.message.id]] = write.message
             elif isinstance(write, CreateThread):
-                self._add(MirroredThread(write.thread))
+                thread_id = write.thread.thread_id
+                threads[thread_id] = MirroredThread(write.thread)
+                self._set_idle(thread_id)
             else:
                 assert isinstance(write, SaveFile)  # files are not mirrored
 
     def _note_status(self, run: RunRecord) -> None:
-        running = self._running
+        """Keep a thread with a running run out of the idle ones; when its run stops, it is
+        the most recently used idle one (and the oldest idle beyond the limit goes)."""
+        running, thread_id = self._running, run.thread_id
         if run.status == "running":
-            running[run.thread_id] = run.run_id
-        elif running.get(run.thread_id) == run.run_id:
-            del running[run.thread_id]
+            running[thread_id] = run.run_id
+            self._idle.pop(thread_id, None)
+        elif running.get(thread_id) == run.run_id:
+            del running[thread_id]
+            self._set_idle(thread_id)
 
-    def _add(self, thread: MirroredThread) -> MirroredThread:
-        threads = self.threads
-        threads[thread.record.thread_id] = thread
-        running = self._running
-        excess = len(threads) - len(running) - self.limit
-        if excess > 0:  # the least recently used first, passing over the running ones
-            evicted = list(itertools.islice((i for i in threads if i not in running), excess))
-            for thread_id in evicted:
-                for run_id in threads.pop(thread_id).runs:
-                    del self._run_threads[run_id]
-        return thread
+    def _set_idle(self, thread_id: str) -> None:
+        idle = self._idle
+        idle.pop(thread_id, None)
+        idle[thread_id] = None
+        if len(idle) > self.limit:  # the least recently used idle thread goes
+            oldest = next(iter(idle))
+            del idle[oldest]
+            for run_id in self.threads.pop(oldest).runs:
+                del self._run_threads[run_id]

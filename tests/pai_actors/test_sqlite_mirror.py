@@ -173,3 +173,30 @@ async def test_the_mirror_keeps_running_threads_and_a_bounded_number_of_others(
             await store.list_messages(f"t{i}")
         assert "busy" not in store._mirror.threads
         assert len(store._mirror.threads) == MIRRORED_THREADS
+
+
+async def test_after_a_burst_of_running_threads_the_mirror_keeps_only_its_bound(
+    tmp_path: Path,
+) -> None:
+    # Every thread of a burst runs at once (none can be evicted); as each run stops, its
+    # thread becomes the most recently used idle one and the oldest idle beyond the bound
+    # goes at once, not at the next new thread.
+    path = tmp_path / "x.db"
+    count = MIRRORED_THREADS * 2
+    with SqliteStore(path) as store:
+        for i in range(count):
+            async with store.transaction() as tx:
+                tx.create_thread(thread(f"t{i}"))
+                tx.put_run(run(f"r{i}", f"t{i}"))
+        assert len(store._mirror.threads) == count
+        for i in range(count):
+            [running] = await store.list_runs(f"t{i}")
+            async with store.transaction() as tx:
+                tx.put_run(running.model_copy(update={"status": "waiting"}))
+        assert len(store._mirror.threads) == MIRRORED_THREADS
+        assert "t0" not in store._mirror.threads  # the first to stop went first
+        assert f"t{count - 1}" in store._mirror.threads
+        assert (await store.get_run("r0")) is not None  # read from the file
+        with SqliteStore(path) as fresh:
+            for i in (0, count - 1):
+                assert await everything(store, f"t{i}") == await everything(fresh, f"t{i}")
