@@ -33,6 +33,7 @@ from ._core.errors import FileTooLarge as FileTooLarge
 from ._core.errors import InvalidTransition as InvalidTransition
 from ._core.errors import MigrationRequired as MigrationRequired
 from ._core.errors import ModelProtocolError as ModelProtocolError
+from ._core.errors import ModelProviderError as ModelProviderError
 from ._core.errors import OutputNotJSON as OutputNotJSON
 from ._core.errors import PaiError as PaiError
 from ._core.errors import RuntimeClosed as RuntimeClosed
@@ -57,6 +58,7 @@ from ._core.model import Model as Model
 from ._core.model import ModelAssistantMessage as ModelAssistantMessage
 from ._core.model import ModelEvent as ModelEvent
 from ._core.model import ModelMessage as ModelMessage
+from ._core.model import ModelReasoningPart as ModelReasoningPart
 from ._core.model import ModelRequest as ModelRequest
 from ._core.model import ModelSystemMessage as ModelSystemMessage
 from ._core.model import ModelTextPart as ModelTextPart
@@ -65,11 +67,15 @@ from ._core.model import ModelToolCallPart as ModelToolCallPart
 from ._core.model import ModelToolMessage as ModelToolMessage
 from ._core.model import ModelToolResultPart as ModelToolResultPart
 from ._core.model import ModelUserMessage as ModelUserMessage
+from ._core.model import ProviderMetadata as ProviderMetadata
+from ._core.model import ReasoningDelta as ReasoningDelta
+from ._core.model import ReasoningEnd as ReasoningEnd
 from ._core.model import TextDelta as TextDelta
 from ._core.model import ToolCallEvent as ToolCallEvent
 from ._core.model import ToolInputDelta as ToolInputDelta
 from ._core.model import ToolInputStart as ToolInputStart
 from ._core.model import ToolResultOutput as ToolResultOutput
+from ._core.model import Usage as Usage
 from ._core.parts import CancelledInfo as CancelledInfo
 from ._core.parts import Message as Message
 from ._core.parts import SuspensionView as SuspensionView
@@ -186,6 +192,8 @@ __all__ = [
     "ModelEvent",
     "ModelMessage",
     "ModelProtocolError",
+    "ModelProviderError",
+    "ModelReasoningPart",
     "ModelRequest",
     "ModelSystemMessage",
     "ModelTextPart",
@@ -201,6 +209,9 @@ __all__ = [
     "PendingActionOrigin",
     "PendingActionRef",
     "PendingActionView",
+    "ProviderMetadata",
+    "ReasoningDelta",
+    "ReasoningEnd",
     "ResumeEntry",
     "RunRecord",
     "RunState",
@@ -253,6 +264,7 @@ __all__ = [
     "ToolWireSpec",
     "Transaction",
     "UploadedFile",
+    "Usage",
     "ValidationFailed",
     "ValidationIssue",
     "WatchOverflow",

@@ -15,6 +15,8 @@ Every exception this package raises to the application derives from one root::
     ├── ValidationFailed         a value does not match its schema; ``errors`` lists each problem
     ├── OutputNotJSON            a value that does not round-trip through JSON losslessly
     ├── ModelProtocolError       a model message, event or event stream breaks the model protocol
+    ├── ModelProviderError       a model provider failed a step: an HTTP error status, a rate
+    │                            limit or timeout after the SDK's retries, a malformed stream
     ├── ScriptedModelError       a ScriptedModel (pai_actors.testing) was scripted wrongly or
     │                            ran out of steps
     ├── InvalidTransition        the runtime sent a tool-call event its state cannot take
@@ -163,6 +165,38 @@ class ModelProtocolError(PaiError):
     spelled, events after ``Finish``, or no ``Finish`` at all. The message names the event
     and says what a model must emit instead.
     """
+
+
+class ModelProviderError(PaiError):
+    """A model provider (``pai_actors.models``: OpenAI, Anthropic, an OpenAI-compatible
+    server) could not give a model step.
+
+    Raised by a model adapter's stream: the provider answered an HTTP error status (4xx,
+    5xx; a rate limit once the SDK's retries are spent), the connection failed or timed
+    out, or the stream was malformed (not the provider's format, cut off before its end, a
+    tool call whose arguments are not JSON). The message names the provider, the status
+    and what to do; it never holds an API key. ``provider`` is the provider's name
+    (``"openai"``, ``"anthropic"``, or the name given to an OpenAI-compatible adapter),
+    ``status`` the HTTP status (``None`` when there was no HTTP answer: a connection
+    failure, a timeout, a malformed stream), ``code`` the provider's error type or code
+    (``"rate_limit_error"``, ``"invalid_api_key"``, ``"timeout"``, ``"malformed_stream"``,
+    ...) and ``retryable`` whether trying the step again later may succeed.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str,
+        status: int | None = None,
+        code: str | None = None,
+        retryable: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.status = status
+        self.code = code
+        self.retryable = retryable
 
 
 class ScriptedModelError(PaiError):

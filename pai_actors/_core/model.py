@@ -9,9 +9,9 @@ from the thread's messages.
 Model-facing messages mirror the AI SDK's ``ModelMessage`` (``to_wire()`` gives its JSON):
 
 - :class:`ModelSystemMessage` ``(text)`` and :class:`ModelUserMessage` ``(text)``;
-- :class:`ModelAssistantMessage` ``(parts)``: :class:`ModelTextPart` and
-  :class:`ModelToolCallPart` ``(tool_call_id, tool_name, input)``, in the order the model
-  produced them;
+- :class:`ModelAssistantMessage` ``(parts)``: :class:`ModelReasoningPart` ``(text,
+  provider_metadata)``, :class:`ModelTextPart` and :class:`ModelToolCallPart`
+  ``(tool_call_id, tool_name, input)``, in the order the model produced them;
 - :class:`ModelToolMessage` ``(parts)``: :class:`ModelToolResultPart`
   ``(tool_call_id, tool_name, output)``, where ``output`` is the AI SDK's tool result output:
   ``{"type": "text" | "error-text", "value": str}``, ``{"type": "json" | "error-json",
@@ -20,6 +20,15 @@ Model-facing messages mirror the AI SDK's ``ModelMessage`` (``to_wire()`` gives 
 A successful result is what the tool's ``to_model_output`` made of its output (by default
 ``text`` for a ``str`` output, ``json`` otherwise); a failed or cancelled call is
 ``error-text`` with its ``errorText``.
+
+What a model streams back (:data:`ModelEvent`): :class:`TextDelta`; :class:`ReasoningDelta`
+and :class:`ReasoningEnd` (reasoning or "thinking", where the provider sends it);
+:class:`ToolInputStart`, :class:`ToolInputDelta` and :class:`ToolCallEvent` (tool calls); and
+:class:`Finish` last, with the finish reason, the step's :class:`Usage` and the provider's
+metadata when the model reports them. ``provider_metadata`` (on :class:`ReasoningEnd`,
+:class:`Finish` and :class:`ModelReasoningPart`) is the AI SDK's ``providerMetadata``: JSON
+keyed by provider (``{"anthropic": {"signature": "..."}}``), passed through untouched so that
+a provider can be given back what it needs (a thinking block's signature) on the next step.
 """
 
 from __future__ import annotations
@@ -32,6 +41,9 @@ from .errors import ModelProtocolError, OutputNotJSON
 from .json import JsonValue, to_json_value
 
 JsonSchema: TypeAlias = dict[str, JsonValue]
+
+ProviderMetadata: TypeAlias = dict[str, dict[str, JsonValue]]
+"""The AI SDK's ``providerMetadata``: JSON objects keyed by provider name."""
 
 ToolResultOutput: TypeAlias = dict[str, JsonValue]
 """The AI SDK's tool result output: ``{"type": ..., "value": ...}`` (see the module docs)."""
@@ -88,6 +100,46 @@ class ModelTextPart:
         return {"type": "text", "text": self.text}
 
 
+def _check_provider_metadata(owner: object, metadata: object) -> ProviderMetadata | None:
+    """``metadata`` as a :data:`ProviderMetadata` copy, or raise ModelProtocolError."""
+    if metadata is None:
+        return None
+    advice = 'give a dict of JSON objects keyed by provider, e.g. {"anthropic": {"signature": ...}}'
+    if not isinstance(metadata, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, Mapping) for k, v in metadata.items()
+    ):
+        raise ModelProtocolError(f"the provider_metadata of {owner} is {metadata!r}; {advice}")
+    try:
+        checked = to_json_value(metadata, what="provider_metadata")
+    except OutputNotJSON as exc:
+        raise ModelProtocolError(f"{exc}; provider_metadata must be JSON ({advice})") from exc
+    assert isinstance(checked, dict)
+    return {k: v for k, v in checked.items() if isinstance(v, dict)}
+
+
+@dataclass(frozen=True, slots=True)
+class ModelReasoningPart:
+    """Reasoning ("thinking") the assistant wrote, inside a :class:`ModelAssistantMessage`.
+
+    ``provider_metadata`` is what the provider needs to be given the reasoning back (an
+    Anthropic thinking block's ``signature``, an OpenAI reasoning item's encrypted content);
+    an adapter leaves out reasoning another provider produced.
+    """
+
+    text: str
+    provider_metadata: ProviderMetadata | None = None
+
+    def __post_init__(self) -> None:
+        metadata = _check_provider_metadata("a ModelReasoningPart", self.provider_metadata)
+        object.__setattr__(self, "provider_metadata", metadata)
+
+    def to_wire(self) -> dict[str, JsonValue]:
+        wire: dict[str, JsonValue] = {"type": "reasoning", "text": self.text}
+        if self.provider_metadata is not None:
+            wire["providerOptions"] = dict(self.provider_metadata)
+        return wire
+
+
 @dataclass(frozen=True, slots=True)
 class ModelToolCallPart:
     """A tool call the assistant made, inside a :class:`ModelAssistantMessage`."""
@@ -132,17 +184,15 @@ class ModelToolResultPart:
 
 
 def _parts(owner: str, parts: object, allowed: tuple[type, ...]) -> tuple[object, ...]:
+    names = [t.__name__ for t in allowed]
+    kinds = " or ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} or {names[-1]}"
     if isinstance(parts, str | bytes) or not isinstance(parts, Sequence):
         raise ModelProtocolError(
-            f"{owner} parts must be a sequence, got {parts!r}; "
-            f"give a list of {' or '.join(t.__name__ for t in allowed)}"
+            f"{owner} parts must be a sequence, got {parts!r}; give a list of {kinds}"
         )
     for part in parts:
         if not isinstance(part, allowed):
-            raise ModelProtocolError(
-                f"{owner} cannot hold {part!r}; "
-                f"its parts are {' or '.join(t.__name__ for t in allowed)}"
-            )
+            raise ModelProtocolError(f"{owner} cannot hold {part!r}; its parts are {kinds}")
     return tuple(parts)
 
 
@@ -170,13 +220,18 @@ class ModelUserMessage:
 
 @dataclass(frozen=True, slots=True)
 class ModelAssistantMessage:
-    """One model step's output: text and tool calls, in the order the model produced them."""
+    """One model step's output: reasoning, text and tool calls, in the order the model
+    produced them."""
 
-    parts: Sequence[ModelTextPart | ModelToolCallPart]
+    parts: Sequence[ModelReasoningPart | ModelTextPart | ModelToolCallPart]
     role: ClassVar[Literal["assistant"]] = "assistant"
 
     def __post_init__(self) -> None:
-        parts = _parts("ModelAssistantMessage", self.parts, (ModelTextPart, ModelToolCallPart))
+        parts = _parts(
+            "ModelAssistantMessage",
+            self.parts,
+            (ModelReasoningPart, ModelTextPart, ModelToolCallPart),
+        )
         object.__setattr__(self, "parts", parts)
 
     def to_wire(self) -> dict[str, JsonValue]:
@@ -260,6 +315,69 @@ class TextDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    """A fragment of the reasoning ("thinking") the model is writing before it answers.
+
+    Consecutive fragments make one reasoning part, which a :class:`ReasoningEnd`, or any
+    other event, closes.
+    """
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningEnd:
+    """The reasoning part being written is complete.
+
+    ``provider_metadata`` carries what the provider needs to be given the part back (see
+    :class:`ModelReasoningPart`). A ``ReasoningEnd`` without fragments before it is a part
+    of its own, with no text (a redacted or encrypted reasoning block).
+    """
+
+    provider_metadata: ProviderMetadata | None = None
+
+    def __post_init__(self) -> None:
+        metadata = _check_provider_metadata("a ReasoningEnd", self.provider_metadata)
+        object.__setattr__(self, "provider_metadata", metadata)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """The tokens one model step used, as the provider counted them (the AI SDK's usage).
+
+    ``input_tokens`` and ``output_tokens`` are ``None`` when the provider did not report
+    them; ``total_tokens`` is their sum unless the provider reports its own;
+    ``reasoning_tokens`` (part of ``output_tokens``) and ``cached_input_tokens`` (part of
+    ``input_tokens``) where the provider reports them.
+    """
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cached_input_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in (
+            "input_tokens",
+            "output_tokens",
+            "total_tokens",
+            "reasoning_tokens",
+            "cached_input_tokens",
+        ):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 0
+            ):
+                raise ModelProtocolError(
+                    f"Usage {name} is {value!r}; give a token count (an int >= 0) or None"
+                )
+        if self.total_tokens is None and None not in (self.input_tokens, self.output_tokens):
+            total = (self.input_tokens or 0) + (self.output_tokens or 0)
+            object.__setattr__(self, "total_tokens", total)
+
+
+@dataclass(frozen=True, slots=True)
 class ToolInputStart:
     """The model began a tool call whose input will follow as :class:`ToolInputDelta`\\ s."""
 
@@ -293,15 +411,19 @@ class ToolCallEvent:
     input: JsonValue
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Finish:
     """The last event of every step, with the AI SDK's finish reason.
 
     ``"tool-calls"`` when the step called tools, ``"stop"`` when the model answered; the
-    run loop decides what comes next from the tool calls, not from the reason.
+    run loop decides what comes next from the tool calls, not from the reason. ``usage``
+    is the step's :class:`Usage` and ``provider_metadata`` what the provider said about the
+    step (its response id, the model that answered), when the model reports them.
     """
 
     reason: FinishReason
+    usage: Usage | None = None
+    provider_metadata: ProviderMetadata | None = None
 
     def __post_init__(self) -> None:
         if self.reason not in _FINISH_REASONS:
@@ -310,12 +432,41 @@ class Finish:
                 f"Finish reason {self.reason!r} is not one of {known}; "
                 "map the provider's reason to one of them ('other' when none fits)"
             )
+        if self.usage is not None and not isinstance(self.usage, Usage):
+            raise ModelProtocolError(
+                f"Finish usage is {self.usage!r}; give a Usage(input_tokens, output_tokens, "
+                "...) or None"
+            )
+        metadata = _check_provider_metadata("a Finish", self.provider_metadata)
+        object.__setattr__(self, "provider_metadata", metadata)
+
+    def __repr__(self) -> str:  # constructor-like, without the fields left at None
+        extra = "" if self.usage is None else f", usage={self.usage!r}"
+        if self.provider_metadata is not None:
+            extra += f", provider_metadata={self.provider_metadata!r}"
+        return f"Finish(reason={self.reason!r}{extra})"
 
 
-ModelEvent: TypeAlias = TextDelta | ToolInputStart | ToolInputDelta | ToolCallEvent | Finish
+ModelEvent: TypeAlias = (
+    TextDelta
+    | ReasoningDelta
+    | ReasoningEnd
+    | ToolInputStart
+    | ToolInputDelta
+    | ToolCallEvent
+    | Finish
+)
 """What :meth:`Model.stream` yields; every step ends with exactly one :class:`Finish`."""
 
-MODEL_EVENT_TYPES = (TextDelta, ToolInputStart, ToolInputDelta, ToolCallEvent, Finish)
+MODEL_EVENT_TYPES = (
+    TextDelta,
+    ReasoningDelta,
+    ReasoningEnd,
+    ToolInputStart,
+    ToolInputDelta,
+    ToolCallEvent,
+    Finish,
+)
 
 
 class Model(Protocol):

@@ -13,6 +13,9 @@ The protocol, per step:
   ``ToolCallEvent`` without a ``ToolInputStart`` is a call whose input was not streamed.
 - every ``tool_call_id`` is used by one call of the step;
 - ``Finish`` comes once, last, when no call is still streaming.
+- ``ReasoningDelta``\\ s may come anywhere before ``Finish``; consecutive ones make one
+  reasoning part, which a ``ReasoningEnd`` (with the part's provider metadata) or any other
+  event closes. A ``ReasoningEnd`` with no fragment before it is a part without text.
 """
 
 from __future__ import annotations
@@ -30,20 +33,29 @@ from .model import (
     Finish,
     FinishReason,
     ModelEvent,
+    ModelReasoningPart,
+    ProviderMetadata,
+    ReasoningDelta,
+    ReasoningEnd,
     TextDelta,
     ToolCallEvent,
     ToolInputDelta,
     ToolInputStart,
+    Usage,
 )
 
 
 @dataclass(frozen=True, slots=True)
 class ModelStep:
-    """What one model step produced: its text, its tool calls in order, its finish reason."""
+    """What one model step produced: its text, its tool calls in order, its finish reason;
+    its reasoning parts in order, and the usage and provider metadata its ``Finish`` gave."""
 
     text: str
     tool_calls: tuple[ToolCallEvent, ...]
     finish_reason: FinishReason
+    reasoning: tuple[ModelReasoningPart, ...] = ()
+    usage: Usage | None = None
+    provider_metadata: ProviderMetadata | None = None
 
 
 @dataclass(slots=True)
@@ -67,11 +79,18 @@ class StepAccumulator:
         self._done: set[str] = set()
         self._streaming: dict[str, _Streaming] = {}
         self._finish: Finish | None = None
+        self._reasoning: list[ModelReasoningPart] = []
+        self._thinking: list[str] | None = None  # the open reasoning part's fragments
 
     @property
     def streaming(self) -> Mapping[str, str]:
         """The JSON text streamed so far for each call still streaming, by tool_call_id."""
         return MappingProxyType({id: s.text for id, s in self._streaming.items()})
+
+    @property
+    def reasoning(self) -> str:
+        """The text of the reasoning part still being written ("" when none is open)."""
+        return "".join(self._thinking or ())
 
     @property
     def finished(self) -> bool:
@@ -91,6 +110,15 @@ class StepAccumulator:
                 f"{event!r} arrived after {self._finish!r}; Finish must be the last event of "
                 "a step (start a new step with a new stream)"
             )
+        if isinstance(event, ReasoningDelta):
+            if self._thinking is None:
+                self._thinking = []
+            self._thinking.append(event.text)
+            return
+        if isinstance(event, ReasoningEnd):
+            self._close_reasoning(event.provider_metadata, always=True)
+            return
+        self._close_reasoning(None)
         if isinstance(event, TextDelta):
             self._text.append(event.text)
         elif isinstance(event, ToolInputStart):
@@ -110,7 +138,22 @@ class StepAccumulator:
                 "the model stream ended without a Finish event; a model must end every step "
                 "with Finish(reason), e.g. Finish('stop') or Finish('tool-calls')"
             )
-        return ModelStep("".join(self._text), tuple(self._calls), self._finish.reason)
+        finish = self._finish
+        return ModelStep(
+            "".join(self._text),
+            tuple(self._calls),
+            finish.reason,
+            tuple(self._reasoning),
+            finish.usage,
+            finish.provider_metadata,
+        )
+
+    def _close_reasoning(self, metadata: ProviderMetadata | None, *, always: bool = False) -> None:
+        if self._thinking is None and not always:
+            return
+        text = "".join(self._thinking or ())
+        self._reasoning.append(ModelReasoningPart(text, metadata))
+        self._thinking = None
 
     def _check_new_id(self, event: ModelEvent, tool_call_id: str) -> None:
         if tool_call_id in self._streaming or tool_call_id in self._done:

@@ -124,7 +124,7 @@ def test_assistant_message_rejects_a_tool_result_part() -> None:
         ModelAssistantMessage([result])  # type: ignore[list-item]  # the point of the test
     assert str(info.value) == (
         f"ModelAssistantMessage cannot hold {result!r}; "
-        "its parts are ModelTextPart or ModelToolCallPart"
+        "its parts are ModelReasoningPart, ModelTextPart or ModelToolCallPart"
     )
 
 

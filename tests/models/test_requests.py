@@ -1,0 +1,267 @@
+"""What each adapter sends: the request body the local server received for a whole
+conversation, the spec strings, the environment, and keys kept out of reprs."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from pai_actors import (
+    DefinitionError,
+    ModelAssistantMessage,
+    ModelProviderError,
+    ModelReasoningPart,
+    ModelRequest,
+    ModelSystemMessage,
+    ModelTextPart,
+    ModelTool,
+    ModelToolCallPart,
+    ModelToolMessage,
+    ModelToolResultPart,
+    ModelUserMessage,
+)
+from pai_actors._models.sse import SSEDecoder
+from pai_actors.models import (
+    AnthropicModel,
+    OpenAIChatModel,
+    OpenAIResponsesModel,
+    model_from_spec,
+)
+
+from .providers import API_KEY, PROVIDERS, events_of
+from .sse_server import Reply, open_provider_server
+
+SCHEMA = {"type": "object", "properties": {"location": {"type": "string"}}}
+SIGNATURE = {"anthropic": {"signature": "sig-1"}}
+CONVERSATION = ModelRequest(
+    "Be brief.",
+    [
+        ModelUserMessage("Weather in Paris?"),
+        ModelAssistantMessage(
+            [
+                ModelReasoningPart("Look it up.", SIGNATURE),
+                ModelTextPart("Checking."),
+                ModelToolCallPart("call_1", "get_weather", {"location": "Paris"}),
+            ]
+        ),
+        ModelToolMessage(
+            [ModelToolResultPart("call_1", "get_weather", {"type": "json", "value": {"c": 21}})]
+        ),
+        ModelSystemMessage("The user is away."),
+    ],
+    {"get_weather": ModelTool("The weather in a city.", SCHEMA)},
+)
+
+
+async def sent_body(name: str) -> dict[str, object]:
+    [provider] = [p for p in PROVIDERS if p.name == name]
+    with trio.fail_after(20):
+        async with open_provider_server() as server:
+            server.reply(Reply(provider.fixture("text")))
+            await events_of(provider.make(server.url), CONVERSATION)
+            [request] = server.requests
+    assert request.path == provider.path
+    assert API_KEY in (
+        request.headers.get("authorization", "") + request.headers.get("x-api-key", "")
+    )
+    body: dict[str, object] = request.body
+    return body
+
+
+async def test_chat_completions_request() -> None:
+    body = await sent_body("openai_chat")
+    assert body["model"] == "gpt-4o-mini"
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+    assert body["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {
+            "role": "assistant",
+            "content": "Checking.",
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"location": "Paris"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": '{"c":21}'},
+        {"role": "system", "content": "The user is away."},
+    ]
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "The weather in a city.",
+                "parameters": SCHEMA,
+            },
+        }
+    ]
+
+
+async def test_responses_request() -> None:
+    body = await sent_body("openai_responses")
+    assert (body["model"], body["stream"], body["store"]) == ("gpt-4o-mini", True, False)
+    assert body["instructions"] == "Be brief."
+    assert body["input"] == [
+        {"role": "user", "content": [{"type": "input_text", "text": "Weather in Paris?"}]},
+        {"role": "assistant", "content": [{"type": "output_text", "text": "Checking."}]},
+        {
+            "type": "function_call",
+            "call_id": "call_1",
+            "name": "get_weather",
+            "arguments": '{"location": "Paris"}',
+        },
+        {"type": "function_call_output", "call_id": "call_1", "output": '{"c":21}'},
+        {"role": "system", "content": "The user is away."},
+    ]  # the reasoning is Anthropic's: left out
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "name": "get_weather",
+            "description": "The weather in a city.",
+            "parameters": SCHEMA,
+            "strict": False,
+        }
+    ]
+
+
+async def test_anthropic_request() -> None:
+    body = await sent_body("anthropic")
+    assert (body["model"], body["stream"], body["max_tokens"]) == (
+        "claude-sonnet-4-20250514",
+        True,
+        4096,
+    )
+    assert body["system"] == "Be brief."
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "Weather in Paris?"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "Look it up.", "signature": "sig-1"},
+                {"type": "text", "text": "Checking."},
+                {
+                    "type": "tool_use",
+                    "id": "call_1",
+                    "name": "get_weather",
+                    "input": {"location": "Paris"},
+                },
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "call_1",
+                    "content": '{"c":21}',
+                    "is_error": False,
+                }
+            ],
+        },
+        {"role": "user", "content": [{"type": "text", "text": "The user is away."}]},
+    ]
+    assert body["tools"] == [
+        {"name": "get_weather", "description": "The weather in a city.", "input_schema": SCHEMA}
+    ]
+
+
+async def test_settings_are_sent() -> None:
+    [chat] = [p for p in PROVIDERS if p.name == "openai_chat"]
+    with trio.fail_after(20):
+        async with open_provider_server() as server:
+            server.reply(Reply(chat.fixture("text")))
+            model = chat.make(server.url, temperature=0.2, max_tokens=64, extra_body={"seed": 7})
+            await events_of(model, CONVERSATION)
+    body = server.requests[0].body
+    assert (body["temperature"], body["max_tokens"], body["seed"]) == (0.2, 64, 7)
+
+
+# -- specs, environment, keys ------------------------------------------------------------------
+
+
+def test_model_from_spec() -> None:
+    assert type(model_from_spec("openai:gpt-4.1-mini")) is OpenAIChatModel
+    assert type(model_from_spec("openai-responses:gpt-5")) is OpenAIResponsesModel
+    claude = model_from_spec("anthropic:claude-sonnet-4-5", max_tokens=1000)
+    assert type(claude) is AnthropicModel
+    assert claude.model == "claude-sonnet-4-5"
+    assert claude.max_tokens == 1000
+    local = model_from_spec("openai:llama3.2", base_url="http://127.0.0.1:11434/v1")
+    assert local.base_url == "http://127.0.0.1:11434/v1"
+
+
+@pytest.mark.parametrize(
+    ("spec", "problem"),
+    [
+        ("gpt-4.1-mini", "is not '<provider>:<model>'"),
+        ("gemini:pro", "names the unknown provider 'gemini'"),
+        ("openai:", "has no model name"),
+    ],
+)
+def test_a_bad_spec_says_what_to_write(spec: str, problem: str) -> None:
+    with pytest.raises(DefinitionError, match=problem):
+        model_from_spec(spec)
+
+
+def test_keys_stay_out_of_reprs_and_definition_errors() -> None:
+    model = OpenAIChatModel("gpt-4.1-mini", api_key=API_KEY, base_url="http://127.0.0.1:1/v1")
+    assert repr(model) == "OpenAIChatModel(model='gpt-4.1-mini', base_url='http://127.0.0.1:1/v1')"
+    assert API_KEY not in repr(vars(model) if hasattr(model, "__dict__") else model)
+    with pytest.raises(DefinitionError) as info:
+        AnthropicModel("claude", api_key="")  # an empty key is a mistake
+    assert "<hidden>" in str(info.value)
+
+
+async def test_the_environment_configures_the_adapter(monkeypatch: pytest.MonkeyPatch) -> None:
+    [chat] = [p for p in PROVIDERS if p.name == "openai_chat"]
+    with trio.fail_after(20):
+        async with open_provider_server() as server:
+            server.reply(Reply(chat.fixture("text")))
+            monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
+            monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-environment")
+            model = model_from_spec("openai:gpt-4.1-mini", max_retries=0)
+            await events_of(model, CONVERSATION)
+    assert server.requests[0].headers["authorization"] == "Bearer sk-from-the-environment"
+
+
+async def test_no_key_for_a_hosted_provider_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    model = AnthropicModel("claude-sonnet-4-5")  # made without a key: a step needs one
+    with pytest.raises(ModelProviderError, match="set ANTHROPIC_API_KEY") as info:
+        await events_of(model, CONVERSATION)
+    assert info.value.code == "missing_api_key"
+
+
+def test_bad_arguments_fail_at_construction() -> None:
+    with pytest.raises(DefinitionError, match="model must be a model name"):
+        OpenAIChatModel(" gpt")
+    with pytest.raises(DefinitionError, match="max_retries"):
+        OpenAIChatModel("gpt", max_retries=-1)
+    with pytest.raises(DefinitionError, match="extra_body must be JSON"):
+        OpenAIChatModel("gpt", extra_body={"x": {1, 2}})
+
+
+# -- server-sent events ------------------------------------------------------------------------
+
+
+def test_sse_decoder_reassembles_events_split_anywhere() -> None:
+    body = b'event: a\r\ndata: {"x":\r\ndata: 1}\r\n\r\n: comment\nid: 3\ndata: [DONE]\n\n'
+    for cut in range(len(body) + 1):
+        decoder = SSEDecoder()
+        events = decoder.feed(body[:cut]) + decoder.feed(body[cut:]) + decoder.flush()
+        assert events == [("a", '{"x":\n1}'), (None, "[DONE]")], cut
+
+
+def test_sse_decoder_keeps_multibyte_characters_split_across_chunks() -> None:
+    body = "data: Olá\n\n".encode()
+    decoder = SSEDecoder()
+    events = [e for i in range(len(body)) for e in decoder.feed(body[i : i + 1])]
+    assert events == [(None, "Olá")]
