@@ -78,6 +78,7 @@ from ._core.model import ToolResultOutput as ToolResultOutput
 from ._core.model import Usage as Usage
 from ._core.parts import CancelledInfo as CancelledInfo
 from ._core.parts import Message as Message
+from ._core.parts import ReasoningPart as ReasoningPart
 from ._core.parts import SuspensionView as SuspensionView
 from ._core.parts import TextPart as TextPart
 from ._core.parts import ToolApproval as ToolApproval
@@ -98,6 +99,7 @@ from ._core.schema import json_schema as json_schema
 from ._core.state import RunState as RunState
 from ._core.state import ThreadState as ThreadState
 from ._core.updates import MessageAppended as MessageAppended
+from ._core.updates import MessageDelta as MessageDelta
 from ._core.updates import MessageReplaced as MessageReplaced
 from ._core.updates import RunStatusChanged as RunStatusChanged
 from ._core.updates import ThreadUpdate as ThreadUpdate
@@ -185,6 +187,7 @@ __all__ = [
     "MemoryStore",
     "Message",
     "MessageAppended",
+    "MessageDelta",
     "MessageReplaced",
     "MigrationRequired",
     "Model",
@@ -212,6 +215,7 @@ __all__ = [
     "ProviderMetadata",
     "ReasoningDelta",
     "ReasoningEnd",
+    "ReasoningPart",
     "ResumeEntry",
     "RunRecord",
     "RunState",

@@ -1,6 +1,7 @@
 """Messages and their parts: the client projection of a thread (the AI SDK ``UIMessage`` shape).
 
-A :class:`Message` holds :class:`TextPart` and :class:`ToolPart` values. A tool part is the
+A :class:`Message` holds :class:`TextPart`, :class:`ReasoningPart` and :class:`ToolPart`
+values. A tool part is the
 AI SDK's native, state-discriminated tool part (``type == "tool-<toolName>"`` for a registered
 tool, ``"dynamic-tool"`` with ``toolName`` for a request-time one) plus the pai sidecars
 ``data``, ``suspensions``, ``pendingSuspension`` and ``cancelled``. Each field lives on the
@@ -45,6 +46,24 @@ class TextPart(WireModel):
 
     def to_wire(self) -> dict[str, JsonValue]:
         return {"type": "text", "text": self.text}
+
+
+class ReasoningPart(WireModel):
+    """The reasoning ("thinking") a model step wrote, before its text:
+    ``{"type": "reasoning", "text": ..., "providerMetadata"?: {...}}`` (the AI SDK's
+    reasoning part). ``provider_metadata`` (JSON objects keyed by provider) is what the
+    provider needs to be given the reasoning back on the next step: an Anthropic thinking
+    block's signature, an OpenAI reasoning item's encrypted content."""
+
+    type: Literal["reasoning"] = "reasoning"
+    text: str
+    provider_metadata: dict[str, dict[str, Json]] | None = None
+
+    def to_wire(self) -> dict[str, JsonValue]:
+        wire: dict[str, JsonValue] = {"type": "reasoning", "text": self.text}
+        if self.provider_metadata is not None:
+            wire["providerMetadata"] = {k: dict(v) for k, v in self.provider_metadata.items()}
+        return wire
 
 
 class ToolDataItem(WireModel):
@@ -297,11 +316,13 @@ def get_tool_name(part: ToolPart | Mapping[str, Any]) -> str:
 
 def _part_kind(value: Any) -> str:
     kind = value.get("type") if isinstance(value, Mapping) else getattr(value, "type", None)
-    return "text" if kind == "text" else "tool"
+    return kind if kind in ("text", "reasoning") else "tool"
 
 
 Part: TypeAlias = Annotated[
-    Annotated[TextPart, Tag("text")] | Annotated[ToolPart, Tag("tool")],
+    Annotated[TextPart, Tag("text")]
+    | Annotated[ReasoningPart, Tag("reasoning")]
+    | Annotated[ToolPart, Tag("tool")],
     Discriminator(_part_kind),
 ]
 

@@ -66,8 +66,9 @@ class RunRecord(StoreRecord):
 
     The request that started it is stored with it, so a run activated by a later runtime
     sees the same request: ``identity`` and ``client_data`` (JSON; ``None`` by default) and
-    the request-time ``client_tools`` (``()`` by default). Records written before these
-    fields existed read with the defaults.
+    the request-time ``client_tools`` (``()`` by default). ``usage`` sums the tokens its
+    model steps reported (``RunState.usage``; ``None`` while none did). Records written
+    before these fields existed read with the defaults.
 
     ``revision`` is the store's optimistic-concurrency counter (see the module docstring).
     """
@@ -80,12 +81,13 @@ class RunRecord(StoreRecord):
     identity: Json = None
     client_data: Json = None
     client_tools: tuple[ClientToolRecord, ...] = ()
+    usage: dict[str, int] | None = None
     revision: int = Field(default=0, ge=0)
 
     @property
     def state(self) -> RunState:
         """The :class:`~pai_actors.RunState` clients see."""
-        return RunState(run_id=self.run_id, status=self.status, error=self.error)
+        return RunState(run_id=self.run_id, status=self.status, error=self.error, usage=self.usage)
 
     @property
     def active(self) -> bool:

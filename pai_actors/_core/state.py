@@ -15,15 +15,26 @@ class RunState(WireModel):
     """One run of a thread: ``status`` and, for a failed run, the ``error`` that ended it.
 
     ``"waiting"``: the run waits only on pending actions; ``error`` is ``None`` unless
-    ``status`` is ``"failed"``.
+    ``status`` is ``"failed"``. ``usage`` is the tokens the run's model steps used so far,
+    summed (the AI SDK's usage keys: ``inputTokens``, ``outputTokens``, ``totalTokens``,
+    ``reasoningTokens``, ``cachedInputTokens``, each present when some step reported it),
+    or ``None`` when no step reported usage; it is on the wire only when set.
     """
 
     run_id: str
     status: RunStatus
     error: str | None = None
+    usage: dict[str, int] | None = None
 
     def to_wire(self) -> dict[str, JsonValue]:
-        return {"runId": self.run_id, "status": self.status, "error": self.error}
+        wire: dict[str, JsonValue] = {
+            "runId": self.run_id,
+            "status": self.status,
+            "error": self.error,
+        }
+        if self.usage is not None:
+            wire["usage"] = dict(self.usage)
+        return wire
 
 
 class ThreadState(WireModel):

@@ -85,8 +85,44 @@ class ToolDataUpdated(WireModel):
         }
 
 
+class MessageDelta(WireModel):
+    """A fragment of the assistant message a model step is writing, as the model streams
+    it: live only, never stored, never in a snapshot.
+
+    ``part`` says which: ``"text"`` (the message's text) or ``"reasoning"`` (its reasoning).
+    The fragments of a step, in order, are the text (and the reasoning) of message
+    ``message_id``, which is stored once, complete, when the step ends (a
+    ``message-appended`` or ``message-replaced`` update; a step that streams a tool call's
+    input appends the message earlier, without text). A watch that starts during a step
+    first receives the step's text so far (and its reasoning so far) as one fragment each,
+    then the rest as it comes.
+    """
+
+    type: Literal["message-delta"] = "message-delta"
+    thread_id: str
+    run_id: str
+    message_id: str
+    part: Literal["text", "reasoning"]
+    delta: str
+
+    def to_wire(self) -> dict[str, JsonValue]:
+        return {
+            "type": self.type,
+            "threadId": self.thread_id,
+            "runId": self.run_id,
+            "messageId": self.message_id,
+            "part": self.part,
+            "delta": self.delta,
+        }
+
+
 ThreadUpdate: TypeAlias = (
-    MessageAppended | MessageReplaced | ToolPartUpdated | RunStatusChanged | ToolDataUpdated
+    MessageAppended
+    | MessageReplaced
+    | ToolPartUpdated
+    | RunStatusChanged
+    | ToolDataUpdated
+    | MessageDelta
 )
 """One update a :meth:`AgentRuntime.watch` yields. Each class's ``type`` is a ``Literal``, so
 ``if update.type == "run-status":`` narrows the union to :class:`RunStatusChanged`."""

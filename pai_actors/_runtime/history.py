@@ -1,6 +1,8 @@
 """The model's view of a thread: model-facing messages built from the stored messages.
 
-Only finished tool parts reach the model (a call still running or pending has no result to
+Reasoning parts go back to the model as :class:`ModelReasoningPart` with their provider
+metadata (an adapter gives back what its provider signed, and leaves out the rest). Only
+finished tool parts reach the model (a call still running or pending has no result to
 show yet); a successful result goes through the tool's ``to_model_output`` (by default
 ``text`` for a ``str`` output, ``json`` otherwise), a failed or cancelled one is
 ``error-text`` with its ``errorText``.
@@ -15,6 +17,7 @@ from .._core.json import JsonValue, to_json_value
 from .._core.model import (
     ModelAssistantMessage,
     ModelMessage,
+    ModelReasoningPart,
     ModelSystemMessage,
     ModelTextPart,
     ModelToolCallPart,
@@ -24,7 +27,7 @@ from .._core.model import (
     ToolResultOutput,
     check_tool_result_output,
 )
-from .._core.parts import Message, TextPart, ToolPart
+from .._core.parts import Message, ReasoningPart, TextPart, ToolPart
 from .._tools.registration import ToolRegistration, call_callback
 
 
@@ -40,11 +43,13 @@ async def model_messages(
         elif message.role == "system":
             out.append(ModelSystemMessage(text))
         else:
-            calls: list[ModelTextPart | ModelToolCallPart] = []
+            calls: list[ModelReasoningPart | ModelTextPart | ModelToolCallPart] = []
             results: list[ModelToolResultPart] = []
             for part in message.parts:
                 if isinstance(part, TextPart):
                     calls.append(ModelTextPart(part.text))
+                elif isinstance(part, ReasoningPart):  # given back: a provider may need it
+                    calls.append(ModelReasoningPart(part.text, part.provider_metadata))
                 elif part.state in ("output-available", "output-error", "output-denied"):
                     given = part.input if part.raw_input is None else part.raw_input
                     calls.append(ModelToolCallPart(part.tool_call_id, part.tool_name, given))

@@ -62,6 +62,8 @@ class LiveRun:
     holds the action ids whose accepted submission's resume began the tool's ``execute`` in
     this activation: when the runtime closes, only those submissions are recorded cancelled;
     the others stay stored intent, resumed when a later runtime loads the thread.
+    ``step_message_id``, ``step_text`` and ``step_reasoning`` describe the model step in
+    progress (``None`` and empty between steps).
     """
 
     thread: ThreadRecord
@@ -87,6 +89,11 @@ class LiveRun:
     ref: Any = None  # ActorRef[RunMessage], set right after spawn
     calls: Supervisor | None = None
     done: trio.Event = field(default_factory=trio.Event)
+    # The model step in progress: the id its assistant message will have, and the text and
+    # reasoning streamed so far (what a watch that starts mid-step receives first).
+    step_message_id: str | None = None
+    step_text: list[str] = field(default_factory=list)
+    step_reasoning: list[str] = field(default_factory=list)
 
     @property
     def run_id(self) -> str:

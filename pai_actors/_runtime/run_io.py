@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import trio
 
@@ -29,13 +29,17 @@ from .._core.model import (
     ModelAssistantMessage,
     ModelRequest,
     ModelToolCallPart,
+    ReasoningDelta,
+    TextDelta,
     ToolCallEvent,
     ToolInputDelta,
     ToolInputStart,
+    Usage,
 )
-from .._core.parts import Message, TextPart
+from .._core.parts import Message, ReasoningPart, TextPart
 from .._core.records import StoredCall
-from .._core.step import StepAccumulator
+from .._core.step import ModelStep, StepAccumulator
+from .._core.updates import MessageDelta
 from .._store.base import Transaction
 from .._tools.agent import RuntimeScope
 from .._tools.registration import ToolRegistration, call_callback
@@ -154,11 +158,17 @@ async def read_step(
         for part in message.parts
         if isinstance(part, ModelToolCallPart)
     }
+    live.step_message_id = message_id
+    live.step_text.clear()
+    live.step_reasoning.clear()
     try:
         events = live.model.stream(request)
         try:
             async for event in events:
                 accumulator.feed(event)
+                if isinstance(event, TextDelta | ReasoningDelta):
+                    _stream_delta(services, live, message_id, event)
+                    continue
                 if isinstance(event, ToolInputStart | ToolCallEvent):
                     _check_new_id(event.tool_call_id, taken)
                 if isinstance(event, ToolInputStart):
@@ -196,6 +206,7 @@ async def read_step(
                 await aclose()
         step = accumulator.result()
     except BaseException:
+        _end_streaming(live)
         # A cancellation of the run (cancel_run, or the runtime closing) cancels the calls
         # still streaming, with its reason; any other end of the stream breaks them.
         cancelling = services.is_cancelling(live.run_id)
@@ -229,11 +240,22 @@ async def read_step(
     started: list[tuple[CallRecord, Any]] = []
     for record, raw_input in zip(records, inputs, strict=True):
         started.append(await _complete(services, live, request, client_tools, record, raw_input))
+    _end_streaming(live)
+    reasoning = [
+        ReasoningPart(text=part.text, provider_metadata=part.provider_metadata)
+        for part in step.reasoning
+    ]
     text = [TextPart(text=step.text)] if step.text else []
     message = Message(
-        id=message_id, role="assistant", parts=(*text, *(to_part(r) for r, _ in started))
+        id=message_id,
+        role="assistant",
+        parts=(*reasoning, *text, *(to_part(r) for r, _ in started)),
+        metadata=_step_metadata(step),
     )
-    completed = None
+    run = live.run
+    if step.usage is not None:
+        run = run.model_copy(update={"usage": add_usage(run.usage, step.usage)})
+    staged_run = None
     async with services.transaction() as tx:
         if appended:
             tx.replace_message(live.thread_id, message)
@@ -243,7 +265,9 @@ async def read_step(
             # A final answer, and no notification arrived to answer next: the run is
             # completed in the same commit (recovery would settle it so anyway; see
             # ``AgentRuntime._load``), one commit fewer per run.
-            completed = tx.put_run(live.run.model_copy(update={"status": "completed"}))
+            staged_run = tx.put_run(run.model_copy(update={"status": "completed"}))
+        elif run is not live.run:  # the run's usage grew
+            staged_run = tx.put_run(run)
         stored = [
             tx.put_call(
                 streamed[r.tool_call_id].model_copy(update={"record": r})
@@ -257,11 +281,79 @@ async def read_step(
             )
             for r, _ in started
         ]
-    if completed is not None:
-        live.run = completed  # only once committed
+    if staged_run is not None:
+        live.run = staged_run  # only once committed
     return [
         StartedCall(call, tool_input) for call, (_, tool_input) in zip(stored, started, strict=True)
     ]
+
+
+def _stream_delta(
+    services: Services, live: LiveRun, message_id: str, event: TextDelta | ReasoningDelta
+) -> None:
+    """Keep a fragment of the step's text or reasoning, and send it to the thread's
+    watchers (made only when there is one)."""
+    part: Literal["text", "reasoning"]
+    if isinstance(event, TextDelta):
+        live.step_text.append(event.text)
+        part = "text"
+    else:
+        live.step_reasoning.append(event.text)
+        part = "reasoning"
+    if event.text and services.watched(live.thread_id):
+        services.publish(
+            MessageDelta(
+                thread_id=live.thread_id,
+                run_id=live.run_id,
+                message_id=message_id,
+                part=part,
+                delta=event.text,
+            )
+        )
+
+
+def _end_streaming(live: LiveRun) -> None:
+    live.step_message_id = None
+    live.step_text.clear()
+    live.step_reasoning.clear()
+
+
+_USAGE_KEYS = (
+    ("input_tokens", "inputTokens"),
+    ("output_tokens", "outputTokens"),
+    ("total_tokens", "totalTokens"),
+    ("reasoning_tokens", "reasoningTokens"),
+    ("cached_input_tokens", "cachedInputTokens"),
+)
+
+
+def usage_wire(usage: Usage) -> dict[str, int]:
+    """A step's :class:`Usage` as the AI SDK's usage keys (those the provider reported)."""
+    wire: dict[str, int] = {}
+    for name, key in _USAGE_KEYS:
+        value = getattr(usage, name)
+        if value is not None:
+            wire[key] = value
+    return wire
+
+
+def add_usage(total: Mapping[str, int] | None, usage: Usage) -> dict[str, int]:
+    """The run's usage so far plus a step's: each key summed over the steps reporting it."""
+    summed = dict(total or {})
+    for key, value in usage_wire(usage).items():
+        summed[key] = summed.get(key, 0) + value
+    return summed
+
+
+def _step_metadata(step: ModelStep) -> dict[str, Any] | None:
+    """The assistant message's metadata: the step's ``usage`` and ``providerMetadata``
+    (``None`` when the model reported neither)."""
+    metadata: dict[str, Any] = {}
+    if step.usage is not None:
+        metadata["usage"] = usage_wire(step.usage)
+    if step.provider_metadata is not None:
+        metadata["providerMetadata"] = step.provider_metadata
+    return metadata or None
 
 
 class StartedCall(NamedTuple):

@@ -37,7 +37,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import trio
 
@@ -66,7 +66,7 @@ from .._core.pending import PendingActionView
 from .._core.records import ClientToolRecord, RunRecord, StoredCall, StoredFileBody, ThreadRecord
 from .._core.state import RunState, RunStatus, ThreadState
 from .._core.trigger import is_notification, notification_message
-from .._core.updates import ThreadUpdate
+from .._core.updates import MessageDelta, ThreadUpdate
 from .._store.base import Store, Transaction
 from .._tools.agent import AgentDefinition
 from .._tools.blocking import BlockingTools, BlockingToolStatistics
@@ -111,7 +111,13 @@ from .run import CLEANUP_SECONDS, record_cancelled, run_actor
 from .run_io import RUNTIME_CLOSING, stage_call
 from .services import MapError, Services
 from .subagents import run_agent
-from .watch import DEFAULT_WATCH_CAPACITY, PublishingTransaction, ThreadWatch, WatchHub
+from .watch import (
+    DEFAULT_WATCH_CAPACITY,
+    PublishingTransaction,
+    ThreadWatch,
+    Watcher,
+    WatchHub,
+)
 
 _RUN_MAILBOX = 1024
 _log = logging.getLogger("pai_actors")
@@ -201,6 +207,7 @@ class AgentRuntime:
             store=store,
             transaction=self._transaction,
             publish=self._publish,
+            watched=self._hub.watched,
             new_id=new_id,
             now=clock,
             blocking=self._blocking,
@@ -885,7 +892,7 @@ class AgentRuntime:
     @asynccontextmanager
     async def _watch(self, thread_id: str, capacity: int) -> AsyncIterator[ThreadWatch]:
         self._check_open()
-        watcher, receive = self._hub.add(thread_id, capacity)
+        watcher, receive = self._add_watcher(thread_id, capacity)
         try:
             await self._load(thread_id, full=True)
             async with receive:
@@ -904,7 +911,7 @@ class AgentRuntime:
             # after the read below; if one began meanwhile (dirty), the read may or may not
             # hold it, so read again.
             await self._hub.wait_quiet(thread_id)
-            watcher, receive = self._hub.add(thread_id, capacity)
+            watcher, receive = self._add_watcher(thread_id, capacity)
             try:
                 state = await self._read_state(thread_id)
             except BaseException:
@@ -918,6 +925,35 @@ class AgentRuntime:
                 yield ThreadWatch(watcher, receive, state)
         finally:
             self._hub.remove(watcher)
+
+    def _add_watcher(
+        self, thread_id: str, capacity: int
+    ) -> tuple[Watcher, trio.MemoryReceiveChannel[ThreadUpdate]]:
+        """A new watcher of the thread. If a model step of the thread is streaming, the
+        watcher first receives its text so far (and its reasoning so far), as one
+        :class:`MessageDelta` each, in the same scheduler step as it is connected: every
+        later fragment reaches it too, and none twice."""
+        watcher, receive = self._hub.add(thread_id, capacity)
+        run_id = self._admission.live_run_of(thread_id)
+        live = None if run_id is None else self._live.get(run_id)
+        if live is not None and live.step_message_id is not None:
+            streamed: tuple[tuple[Literal["text", "reasoning"], list[str]], ...] = (
+                ("reasoning", live.step_reasoning),
+                ("text", live.step_text),
+            )
+            so_far = [
+                MessageDelta(
+                    thread_id=thread_id,
+                    run_id=live.run_id,
+                    message_id=live.step_message_id,
+                    part=part,
+                    delta="".join(fragments),
+                )
+                for part, fragments in streamed
+                if fragments
+            ]
+            self._hub.send_to(watcher, so_far)
+        return watcher, receive
 
     # -- pending actions ---------------------------------------------------------------------
 

@@ -50,7 +50,9 @@ MapError = Callable[[Exception, ToolThread], Any]
 class Services:
     """The runtime's services for its actors (see the module docstring).
 
-    The callables reach the runtime's admission: ``closing()`` whether it began to close,
+    ``publish(update)`` sends a transient update to the watchers connected now;
+    ``watched(thread_id)`` says whether the thread has any (so that none is made for
+    nobody). The callables reach the runtime's admission: ``closing()`` whether it began to close,
     ``notify(thread_id)`` wakes the thread's ``wait_idle`` if it is idle now,
     ``notified(thread_id)`` whether a notification waits to be answered,
     ``passivated(run_id)`` / ``is_cancelling(run_id)`` / ``live_run(run_id)`` the run's
@@ -63,6 +65,7 @@ class Services:
     store: Store
     transaction: Callable[[], Transaction]
     publish: Callable[[ThreadUpdate], None]
+    watched: Callable[[str], bool]
     new_id: IdMaker
     now: Clock
     blocking: BlockingTools

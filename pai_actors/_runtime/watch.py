@@ -78,7 +78,7 @@ def threads_shown(writes: Sequence[Write]) -> frozenset[str]:
 
 
 @dataclass(eq=False)
-class _Watcher:
+class Watcher:
     thread_id: str
     send: trio.MemorySendChannel[ThreadUpdate]
     overflowed: bool = False
@@ -93,7 +93,7 @@ class WatchHub:
     a watch can take a snapshot that is exactly the state before its first update.
     """
 
-    _watchers: dict[str, set[_Watcher]] = field(default_factory=dict)
+    _watchers: dict[str, set[Watcher]] = field(default_factory=dict)
     _in_flight: dict[str, int] = field(default_factory=dict)
     _quiet: dict[str, trio.Event] = field(default_factory=dict)
 
@@ -123,19 +123,34 @@ class WatchHub:
 
     def add(
         self, thread_id: str, capacity: int
-    ) -> tuple[_Watcher, trio.MemoryReceiveChannel[ThreadUpdate]]:
+    ) -> tuple[Watcher, trio.MemoryReceiveChannel[ThreadUpdate]]:
         send, receive = trio.open_memory_channel[ThreadUpdate](capacity)
-        watcher = _Watcher(thread_id, send)
+        watcher = Watcher(thread_id, send)
         self._watchers.setdefault(thread_id, set()).add(watcher)
         return watcher, receive
 
-    def remove(self, watcher: _Watcher) -> None:
+    def remove(self, watcher: Watcher) -> None:
         watchers = self._watchers.get(watcher.thread_id)
         if watchers is not None:
             watchers.discard(watcher)
             if not watchers:
                 del self._watchers[watcher.thread_id]
         watcher.send.close()
+
+    def watched(self, thread_id: str) -> bool:
+        """Whether ``thread_id`` has a watcher."""
+        return thread_id in self._watchers
+
+    def send_to(self, watcher: Watcher, updates: Sequence[ThreadUpdate]) -> None:
+        """Send ``updates`` to one watcher only (what it must see first), as :meth:`publish`
+        does: a watcher they do not fit is dropped."""
+        for update in updates:
+            try:
+                watcher.send.send_nowait(update)
+            except trio.WouldBlock:
+                watcher.overflowed = True
+                self.remove(watcher)
+                return
 
     @property
     def watching(self) -> bool:
@@ -166,7 +181,7 @@ class ThreadWatch:
 
     def __init__(
         self,
-        watcher: _Watcher,
+        watcher: Watcher,
         receive: trio.MemoryReceiveChannel[ThreadUpdate],
         snapshot: ThreadState | None = None,
     ) -> None:

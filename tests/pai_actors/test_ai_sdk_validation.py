@@ -43,14 +43,18 @@ from pai_actors import (
     MemoryStore,
     MessageAppended,
     MessageReplaced,
+    ReasoningDelta,
+    ReasoningEnd,
     ResumeEntry,
     SuspendPoint,
+    TextDelta,
     ThreadWatch,
     ToolContext,
     ToolInputDelta,
     ToolInputStart,
     ToolPartUpdated,
     ToolRegistration,
+    Usage,
     define_agent,
     define_tool,
 )
@@ -366,6 +370,33 @@ async def streaming(corpus: Corpus) -> None:
         await t.rt.send(t.thread_id, "go")
 
 
+async def reasoning(corpus: Corpus) -> None:
+    """Reasoning parts (with provider metadata) before the text and a tool call; usage and
+    provider metadata in the assistant messages' metadata."""
+    agent = define_agent(name="a", tools={"obj": returning({"ok": True})})
+    model = ScriptedModel(
+        [
+            [
+                ReasoningDelta("Look it up first."),
+                ReasoningEnd({"anthropic": {"signature": "sig"}}),
+                tool_call("obj", {"job": "j"}),
+                Finish("tool-calls", usage=Usage(input_tokens=3, output_tokens=2)),
+            ],
+            [
+                ReasoningDelta("Done."),
+                TextDelta("Reasoned."),
+                Finish(
+                    "stop",
+                    usage=Usage(input_tokens=5, output_tokens=1, reasoning_tokens=1),
+                    provider_metadata={"openai": {"responseId": "r"}},
+                ),
+            ],
+        ]
+    )
+    async with thread(corpus, "reasoning", agent, model) as t:
+        await t.rt.send(t.thread_id, "go")
+
+
 async def suspensions(corpus: Corpus) -> None:
     """Pending, submitted (twice on one call), cancelled, failed; cancel_run while pending."""
     agent = define_agent(name="a", tools={"ask": asking(), "ask2": asking(2)})
@@ -480,6 +511,7 @@ SCENARIOS: list[Callable[[Corpus], Awaitable[None]]] = [
     outcomes,
     cancellations,
     streaming,
+    reasoning,
     suspensions,
     client_tools,
     tool_data,
@@ -536,7 +568,9 @@ def facets(cases: dict[str, list[Any]]) -> set[str]:
             if isinstance(message.get("metadata"), dict) and "notification" in message["metadata"]:
                 shown.add(f"{message['role']} notification")
             for part in message["parts"]:
-                if part["type"] == "text":
+                if part["type"] == "reasoning":
+                    shown.add("reasoning")
+                if part["type"] in ("text", "reasoning"):
                     continue
                 kind = "dynamic-tool" if part["type"] == "dynamic-tool" else "tool"
                 shown.add(f"{kind} {part['state']}")
@@ -556,6 +590,7 @@ def test_every_message_and_part_the_runtime_emits_passes_the_ai_sdk_validators()
     expected |= {"dynamic-tool input-available", "dynamic-tool output-available"}
     expected |= {"dynamic-tool output-error", "tool data", "system notification"}
     expected |= {"output-available with approval", "output-error with approval"}
+    expected |= {"reasoning"}
     assert expected <= shown, f"the corpus no longer shows {sorted(expected - shown)}"
 
     report = validate(corpus.cases)

@@ -24,6 +24,7 @@ from trio_websocket import ConnectionRejected
 
 from pai_actors import (
     MessageAppended,
+    MessageDelta,
     RunStatusChanged,
     ThreadUpdate,
     ToolDataUpdated,
@@ -173,6 +174,11 @@ async def test_a_watch_applies_updates_live_and_resolves_the_action_a_part_shows
             stored = await s.rt.get_state(thread.thread_id)
     # Every update, once and in order, as the runtime published it, transient data included.
     assert [wire(u) for u in seen] == [wire(u) for u in expected]
+    # The model's text reached the client as it streamed, before its message was stored.
+    [answer] = [m for m in stored.messages if m.role == "assistant" and m.parts[-1].type == "text"]
+    streamed = [u for u in seen if isinstance(u, MessageDelta) and u.message_id == answer.id]
+    assert streamed
+    assert "".join(u.delta for u in streamed) == answer.parts[-1].text  # type: ignore[union-attr]
     assert [u.item.value for u in seen if isinstance(u, ToolDataUpdated)] == [
         {"step": "upload 50%"},
         {"step": "upload 100%"},

@@ -1,0 +1,224 @@
+"""Token streaming, reasoning and usage: what a model step streams reaches watchers as it
+arrives (``MessageDelta``), the message is stored once, complete; reasoning is stored and
+given back to the model; usage is stored per step and summed per run."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import trio
+
+from pai_actors import (
+    Finish,
+    MessageAppended,
+    MessageDelta,
+    ModelAssistantMessage,
+    ModelEvent,
+    ModelReasoningPart,
+    ModelRequest,
+    ModelToolMessage,
+    ReasoningDelta,
+    ReasoningEnd,
+    ReasoningPart,
+    SqliteStore,
+    TextDelta,
+    TextPart,
+    ThreadUpdate,
+    ToolCallEvent,
+    ToolContext,
+    Usage,
+    create_agent_runtime,
+    define_agent,
+    define_tool,
+    json_schema,
+)
+from pai_actors.testing import ScriptedModel, create_test_runtime
+
+agent = define_agent(name="streamer", tools={})
+
+
+class GatedModel:
+    """Writes ``Hel``, then waits for ``gate`` before writing ``lo`` and finishing."""
+
+    def __init__(self) -> None:
+        self.gate = trio.Event()
+        self.started = trio.Event()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        yield ReasoningDelta("think")
+        yield TextDelta("Hel")
+        self.started.set()
+        await self.gate.wait()
+        yield TextDelta("lo")
+        yield Finish("stop")
+
+
+async def until_appended(updates: AsyncIterator[ThreadUpdate]) -> list[ThreadUpdate]:
+    seen: list[ThreadUpdate] = []
+    async for update in updates:
+        seen.append(update)
+        if isinstance(update, MessageAppended) and update.message.role == "assistant":
+            return seen
+    raise AssertionError(f"the watch ended first: {seen!r}")
+
+
+def deltas(updates: list[ThreadUpdate]) -> list[tuple[str, str]]:
+    return [(u.part, u.delta) for u in updates if isinstance(u, MessageDelta)]
+
+
+async def test_watchers_see_the_text_as_it_streams_and_a_late_one_gets_it_so_far() -> None:
+    model = GatedModel()
+    async with create_test_runtime(agent, model=model) as rt:
+        thread_id = await rt.create_thread(scope_key="s")
+        async with rt.watch(thread_id) as early:
+            await rt.send(thread_id, "hi")
+            await model.started.wait()
+            # the step is streaming: its fragments so far are buffered for the early watcher
+            first = [early.receive_nowait() for _ in range(3)]  # run-status, user msg, ...
+            async with rt.watch(thread_id) as late:
+                model.gate.set()
+                early_rest = await until_appended(early)
+                late_all = await until_appended(late)
+        state = await rt.get_state(thread_id)
+    early_all = first + early_rest
+    assert deltas(early_all) == [("reasoning", "think"), ("text", "Hel"), ("text", "lo")]
+    # the late watcher: what was streamed before it came, as one fragment each, then the rest
+    assert deltas(late_all) == [("reasoning", "think"), ("text", "Hel"), ("text", "lo")]
+    assert [type(u).__name__ for u in late_all] == [
+        "MessageDelta",
+        "MessageDelta",
+        "MessageDelta",
+        "MessageAppended",
+    ]
+    [message_delta, *_] = [u for u in late_all if isinstance(u, MessageDelta)]
+    stored = state.messages[-1]
+    assert message_delta.message_id == stored.id
+    assert stored.parts == (ReasoningPart(text="think"), TextPart(text="Hello"))
+    # deltas are never stored: the stored state has no trace of them
+    assert [m.role for m in state.messages] == ["user", "assistant"]
+
+
+async def test_a_deltas_wire_shape() -> None:
+    delta = MessageDelta(thread_id="t", run_id="r", message_id="m", part="text", delta="Hi")
+    assert delta.to_wire() == {
+        "type": "message-delta",
+        "threadId": "t",
+        "runId": "r",
+        "messageId": "m",
+        "part": "text",
+        "delta": "Hi",
+    }
+    assert MessageDelta.model_validate(delta.to_wire()) == delta
+
+
+async def test_reasoning_is_stored_and_given_back_to_the_model_with_its_metadata() -> None:
+    async def lookup(ctx: ToolContext) -> str:
+        return "42"
+
+    tool = define_tool(
+        id="test.lookup.v1",
+        description="Look up.",
+        input_schema=json_schema({"type": "object"}),
+        execute=lookup,
+    )
+    signed = {"anthropic": {"signature": "sig-1"}}
+    model = ScriptedModel(
+        [
+            [
+                ReasoningDelta("I should "),
+                ReasoningDelta("look it up."),
+                ReasoningEnd(signed),
+                ToolCallEvent("call_1", "lookup", {}),
+                Finish("tool-calls"),
+            ],
+            [TextDelta("It is 42."), Finish("stop")],
+        ]
+    )
+    with_tool = define_agent(name="reasoner", tools={"lookup": tool})
+    async with create_test_runtime(with_tool, model=model) as rt:
+        thread_id = await rt.create_thread(scope_key="s")
+        await rt.send(thread_id, "what is it?")
+        await rt.wait_idle(thread_id)
+        state = await rt.get_state(thread_id)
+    assistant = state.messages[1]
+    assert assistant.parts[0] == ReasoningPart(
+        text="I should look it up.", provider_metadata=signed
+    )
+    assert assistant.to_wire()["parts"][0] == {  # type: ignore[index]
+        "type": "reasoning",
+        "text": "I should look it up.",
+        "providerMetadata": signed,
+    }
+    second = model.requests[1].messages
+    [given] = [m for m in second if isinstance(m, ModelAssistantMessage)]
+    assert given.parts[0] == ModelReasoningPart("I should look it up.", signed)
+    assert any(isinstance(m, ModelToolMessage) for m in second)
+    assert state.messages[-1].parts == (TextPart(text="It is 42."),)
+
+
+async def test_usage_is_stored_per_step_and_summed_per_run_across_a_restart(
+    tmp_path: Path,
+) -> None:
+    async def lookup(ctx: ToolContext) -> str:
+        return "42"
+
+    tool = define_tool(
+        id="test.lookup.v1",
+        description="Look up.",
+        input_schema=json_schema({"type": "object"}),
+        execute=lookup,
+    )
+    model = ScriptedModel(
+        [
+            [
+                ToolCallEvent("call_1", "lookup", {}),
+                Finish("tool-calls", usage=Usage(input_tokens=10, output_tokens=5)),
+            ],
+            [
+                TextDelta("42."),
+                Finish(
+                    "stop",
+                    usage=Usage(input_tokens=20, output_tokens=3, reasoning_tokens=1),
+                    provider_metadata={"openai": {"responseId": "resp_1"}},
+                ),
+            ],
+        ]
+    )
+    counted = define_agent(name="counted", tools={"lookup": tool}, model=model)
+    path = tmp_path / "usage.db"
+    with SqliteStore(path) as store:
+        async with create_agent_runtime(counted, store=store) as rt:
+            thread_id = await rt.create_thread(scope_key="s")
+            await rt.send(thread_id, "count")
+            await rt.wait_idle(thread_id)
+    with SqliteStore(path) as store:
+        async with create_agent_runtime(counted, store=store) as rt:
+            state = await rt.get_state(thread_id)
+    first, last = [m for m in state.messages if m.role == "assistant"]
+    assert first.metadata == {"usage": {"inputTokens": 10, "outputTokens": 5, "totalTokens": 15}}
+    assert last.metadata == {
+        "usage": {"inputTokens": 20, "outputTokens": 3, "totalTokens": 23, "reasoningTokens": 1},
+        "providerMetadata": {"openai": {"responseId": "resp_1"}},
+    }
+    [run] = state.runs
+    assert run.status == "completed"
+    assert run.usage == {
+        "inputTokens": 30,
+        "outputTokens": 8,
+        "totalTokens": 38,
+        "reasoningTokens": 1,
+    }
+    assert run.to_wire()["usage"] == run.usage
+
+
+async def test_a_run_without_usage_says_none_and_keeps_its_wire_shape() -> None:
+    async with create_test_runtime(agent, model=ScriptedModel([[TextDelta("ok")]])) as rt:
+        thread_id = await rt.create_thread(scope_key="s")
+        await rt.send(thread_id, "hi")
+        await rt.wait_idle(thread_id)
+        state = await rt.get_state(thread_id)
+    [run] = state.runs
+    assert run.usage is None
+    assert set(run.to_wire()) == {"runId", "status", "error"}
+    assert state.messages[-1].metadata is None
