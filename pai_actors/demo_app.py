@@ -4,7 +4,8 @@ A billing agent with one tool, ``sendInvoice``: it drafts the invoice (reporting
 as transient tool data, which takes a moment), suspends until a person approves it, then
 sends it (more progress) and returns. A scripted model stands in for an LLM, so it needs no
 network or API key: it calls ``sendInvoice`` with the customer and amount it reads in the
-user's message, then answers with the tool's result.
+user's message, then answers with the tool's result. :func:`build` takes a real model
+instead (``pai-actors demo --model openai:gpt-4.1-mini``), which is offered the same tool.
 
 Tokens: ``alice-token`` and ``carol-token`` are users of the scope ``acme``;
 ``bob-token`` is a user of the scope ``globex``. Any other token is refused.
@@ -23,7 +24,7 @@ from typing import Any
 import trio
 from pydantic import BaseModel, Field
 
-from ._core.model import ModelRequest, ModelToolMessage, ModelUserMessage
+from ._core.model import Model, ModelRequest, ModelToolMessage, ModelUserMessage
 from ._runtime.create import create_agent_runtime
 from ._server.application import Application
 from ._server.server import Identity
@@ -126,14 +127,22 @@ def factory(store: Store) -> Application:
     return build(store)
 
 
-def build(store: Store, *, new_id: Callable[[str], str] | None = None) -> Application:
-    """:func:`factory` with a choice of id generator (``pai-actors demo`` counts ids)."""
+def build(
+    store: Store,
+    *,
+    new_id: Callable[[str], str] | None = None,
+    model: Model | str | None = None,
+) -> Application:
+    """:func:`factory` with a choice of id generator (``pai-actors demo`` counts ids) and of
+    model: the scripted one by default, or a real one (an adapter or a spec string such as
+    ``"openai:gpt-4.1-mini"``, ``pai-actors demo --model``)."""
     agent = define_agent(
         name="billing",
         instructions="Send invoices when asked; a person approves each one.",
         tools={"sendInvoice": send_invoice_tool},
     )
-    model = ScriptedModel([scripted_step], repeat_last=True, record=False)
+    if model is None:
+        model = ScriptedModel([scripted_step], repeat_last=True, record=False)
     runtime = (
         create_agent_runtime(agent, model=model, store=store)
         if new_id is None

@@ -9,7 +9,6 @@ younger sibling too), and the whole tree is cancelled and drawn with each exit r
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,6 +23,8 @@ from supervisors import (
     open_supervisor,
 )
 from supervisors.testing import ExitLog
+
+from .console import Console
 
 
 @dataclass(frozen=True)
@@ -98,32 +99,10 @@ def _indent(text: str) -> str:
     return "\n".join("  " + line for line in text.splitlines())
 
 
-class _Console:
-    """Lines for the terminal; on a TTY a progress line is redrawn in place."""
-
-    def __init__(self) -> None:
-        self._tty = sys.stdout.isatty()
-        self._drawn = False  # a progress line is on the screen, without its newline
-
-    def say(self, line: str) -> None:
-        if self._drawn:
-            sys.stdout.write("\n")
-            self._drawn = False
-        print(line, flush=True)
-
-    def progress(self, line: str) -> None:
-        if not self._tty:
-            self.say(line)
-            return
-        sys.stdout.write("\r" + line)
-        sys.stdout.flush()
-        self._drawn = True
-
-
 async def run_both(say: Callable[[str], None] | None = None) -> None:
     from .protocol_demo import run_protocol_demo
 
-    console = _Console()
+    console = Console()
     say = console.say if say is None else say
     say("== A server, a client, and a tool call that waits for approval ==\n")
     await run_protocol_demo(say, console.progress if say == console.say else None)

@@ -26,12 +26,33 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"pai-actors {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    commands.add_parser(
+    demo = commands.add_parser(
         "demo",
         help="a server and a client: a tool's live progress, its approval, a restart, the result",
         description="Serve a billing agent over the protocol (SQLite), connect a client, and "
         "show the flow live: the tool's progress, the pending approval, a server restart the "
-        "client rides out, the approval and the result; then the supervision tree underneath.",
+        "client rides out, the approval and the result; then the supervision tree underneath. "
+        "A scripted model plays the LLM, offline. With --model, a real model does: the same "
+        "agent and tool, the conversation printed as it goes, and you answer the approvals.",
+    )
+    demo.add_argument(
+        "--model",
+        metavar="SPEC",
+        help="run the agent on a real model: openai:<model> (also any OpenAI-compatible "
+        "server, with --base-url), openai-responses:<model> or anthropic:<model>; the key "
+        "comes from $OPENAI_API_KEY or $ANTHROPIC_API_KEY",
+    )
+    demo.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="the model's server, e.g. http://localhost:11434/v1 for Ollama (default: "
+        "$OPENAI_BASE_URL or $ANTHROPIC_BASE_URL, else the provider's)",
+    )
+    demo.add_argument(
+        "--prompt",
+        metavar="TEXT",
+        help="what alice asks the real model (default: an invoice for ACME, as in the "
+        "scripted demo)",
     )
     serve = commands.add_parser(
         "serve",
@@ -92,12 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "demo":
-        from .demo import main as demo
-
-        demo()
-        return 0
     try:
+        if args.command == "demo":
+            return _demo(parser, args)
         if args.command == "serve":
             return _serve(args)
         return _actions(parser, args)
@@ -116,6 +134,34 @@ def _single(group: BaseExceptionGroup[BaseException]) -> BaseException:
 def _fail(message: str) -> int:
     print(f"pai-actors: error: {message}", file=sys.stderr)
     return 1
+
+
+def _demo(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.model is None:
+        for option, value in (("--base-url", args.base_url), ("--prompt", args.prompt)):
+            if value is not None:
+                parser.error(f"{option} goes with --model SPEC (the scripted demo takes neither)")
+        from .demo import main as demo
+
+        demo()
+        return 0
+    from .._core.errors import DefinitionError
+    from ..models import model_from_spec
+    from .model_demo import main as model_demo
+
+    options = {} if args.base_url is None else {"base_url": args.base_url}
+    try:
+        model = model_from_spec(args.model, **options)
+    except DefinitionError as exc:
+        parser.error(f"--model {args.model!r}: {exc}")
+    try:
+        try:
+            status = model_demo(model, args.prompt)
+        except BaseExceptionGroup as group:
+            raise _single(group) from None
+    except EOFError:
+        return _fail("no answer (end of input): the demo asks you to answer each approval")
+    return 0 if status == "completed" else 1
 
 
 def _serve(args: argparse.Namespace) -> int:

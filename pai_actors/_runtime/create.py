@@ -16,7 +16,7 @@ from .._core.ids import IdMaker
 from .._core.model import Model
 from .._store.base import Store
 from .._store.memory import MemoryStore
-from .._tools.agent import AgentDefinition, Pai, check_runtime
+from .._tools.agent import AgentDefinition, Pai, as_model, check_runtime
 from .._tools.blocking import DEFAULT_THREAD_LIMIT, BlockingTools, SyncTools
 from .._tools.files import DEFAULT_MAX_FILE_BYTES
 from .runtime import DEFAULT_MAX_ACTIVE_RUNS, AgentRuntime, check_max_active_runs
@@ -86,7 +86,7 @@ def create_agent_runtime(
     store: Store | None = None,
     capabilities: Any = None,
     map_error: MapError | None = None,
-    model: Model | Mapping[str, Model] | None = None,
+    model: Model | str | Mapping[str, Model | str] | None = None,
     new_id: IdMaker = uuid_ids,
     clock: Clock = wall_clock,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
@@ -101,7 +101,9 @@ def create_agent_runtime(
     ``ctx.agent_id`` is that agent's registry id; made from one agent, the runtime hosts that
     agent under its name. ``store`` defaults to a new :class:`MemoryStore`; ``model``
     replaces every agent's own model, or, a mapping from agent id to model, the models of
-    the agents it names (each id must be an agent of the runtime); ``map_error(exc, call)``
+    the agents it names (each id must be an agent of the runtime); a model is a
+    :class:`Model` or a spec string such as ``"openai:gpt-4.1-mini"``, made into its
+    adapter here (as ``define_agent(model=...)`` does); ``map_error(exc, call)``
     turns an exception of ``execute`` into its ``errorText``; ``new_id(prefix, *within)``
     makes the ids (:data:`IdMaker`); ``clock()`` gives every recorded timestamp
     (timezone-aware); ``capabilities`` binds each capability token
@@ -125,7 +127,8 @@ def create_agent_runtime(
     removes the limit. A tool that blocks until another thread's run does something can
     wait forever once every slot is held by such tools: raise the limit, or use ``None``.
     Misconfiguration raises
-    :class:`RuntimeConfigError` (or :class:`PaiError`) here, before anything runs.
+    :class:`RuntimeConfigError` (or :class:`PaiError`; a model that is not one, or a spec
+    that names no adapter, :class:`DefinitionError`) here, before anything runs.
     """
     blocking = BlockingTools(sync_tools, thread_limit)
     check_max_active_runs(max_active_runs)
@@ -152,10 +155,12 @@ def create_agent_runtime(
 
 
 def _models(
-    agents: Mapping[str, AgentDefinition], model: Model | Mapping[str, Model] | None
+    agents: Mapping[str, AgentDefinition],
+    model: Model | str | Mapping[str, Model | str] | None,
 ) -> dict[str, Model]:
     """Each agent's model: ``model`` for all, or the mapping's for the agents it names, else
-    the agent's own."""
+    the agent's own. A spec string becomes its adapter (:func:`as_model`); one given for
+    all agents becomes one adapter they share."""
     if isinstance(model, Mapping):
         unknown = [agent_id for agent_id in model if agent_id not in agents]
         if unknown:
@@ -164,9 +169,19 @@ def _models(
                 f"model={{{unknown[0]!r}: ...}} names no agent of this runtime; its agents "
                 f"are {known}: key the models by those ids"
             )
-        given: Mapping[str, Model] = model
+        given = {
+            agent_id: as_model(
+                value,
+                where=f"create_agent_runtime(model={{{agent_id!r}: ...}}) for agent {agent_id!r}",
+            )
+            for agent_id, value in model.items()
+        }
+    elif model is None:
+        given = {}
     else:
-        given = {} if model is None else dict.fromkeys(agents, model)
+        named = ("agents " if len(agents) > 1 else "agent ") + ", ".join(map(repr, agents))
+        shared = as_model(model, where=f"create_agent_runtime(model=...) for {named}")
+        given = dict.fromkeys(agents, shared)
     models: dict[str, Model] = {}
     for agent_id, agent in agents.items():
         found = given.get(agent_id, agent.model)

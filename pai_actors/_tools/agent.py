@@ -2,10 +2,12 @@
 
 An :class:`AgentDefinition` is an agent's name, instructions, model, runtime context and its
 tool registrations by model-facing name; :meth:`AgentDefinition.manifest` is its static
-(client-safe) description. A :class:`Pai` names several agents. :func:`check_runtime` is the
-pure validation a runtime performs when it is created from an agent or a registry: no tool
-id may stand for two wire specs, and every capability a tool or child declares needs a
-binding.
+(client-safe) description. A :class:`Pai` names several agents. :func:`as_model` is the one
+path from what a user gives as a model (an object of the Model protocol, or a spec string
+such as ``"openai:gpt-4.1-mini"``) to a model, for ``define_agent`` and the runtime alike.
+:func:`check_runtime` is the pure validation a runtime performs when it is created from an
+agent or a registry: no tool id may stand for two wire specs, and every capability a tool or
+child declares needs a binding.
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ import reprlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from .._core.capability import Capability
 from .._core.client_tool import check_tool_name
 from .._core.errors import DefinitionError, RuntimeConfigError
 from .._core.ids import check_id
 from .._core.json import JsonValue
+from .._core.model import Model
+from .._models.spec import model_from_spec
 from .registration import ToolRegistration, as_registration
 from .tool import ToolDefinition, ToolWireSpec
 
@@ -55,7 +59,7 @@ class AgentDefinition:
 
     name: str
     instructions: str | None
-    model: Any
+    model: Model | None
     runtime_context: Any
     tools: Mapping[str, ToolRegistration]
 
@@ -86,7 +90,7 @@ def define_agent(
     *,
     name: str,
     instructions: str | None = None,
-    model: Any = None,
+    model: Model | str | None = None,
     runtime_context: Any = None,
     tools: Mapping[str, ToolDefinition | ToolRegistration],
 ) -> AgentDefinition:
@@ -94,7 +98,9 @@ def define_agent(
 
     ``name`` names the agent (a non-empty ``str`` without padding whitespace).
     ``instructions`` is its system prompt. ``model`` is a :class:`~pai_actors.Model` (an
-    object with a ``stream(request)`` method), or ``None`` to give one at the runtime.
+    object with a ``stream(request)`` method), a spec string such as
+    ``"openai:gpt-4.1-mini"`` (made into its adapter now, see
+    :func:`~pai_actors.models.model_from_spec`), or ``None`` to give one at the runtime.
     ``runtime_context`` is a value, or a callable (sync or async) receiving a
     :class:`RuntimeScope` and returning the value, evaluated for each run. ``tools`` maps
     model-facing names (1 to 64 ASCII letters, digits, ``_`` or ``-``) to tool definitions
@@ -107,11 +113,15 @@ def define_agent(
 
     if instructions is not None and not isinstance(instructions, str):
         fail(f"instructions must be a str or None, got {_show(instructions)}")
-    if model is not None and not callable(getattr(model, "stream", None)):
-        fail(
-            f"model must have a stream(request) method (the Model protocol), got {_show(model)}; "
-            "or leave it out and give the model at the runtime"
+    checked_model = (
+        None
+        if model is None
+        else as_model(
+            model,
+            where=f"agent {agent_name!r}",
+            or_else="leave it out and give the model at the runtime",
         )
+    )
     if not isinstance(tools, Mapping):
         fail(f"tools must be a mapping of tool names to tool definitions, got {_show(tools)}")
     registrations: dict[str, ToolRegistration] = {}
@@ -126,10 +136,31 @@ def define_agent(
     return AgentDefinition(
         name=agent_name,
         instructions=instructions,
-        model=model,
+        model=checked_model,
         runtime_context=runtime_context,
         tools=MappingProxyType(registrations),
     )
+
+
+def as_model(model: object, *, where: str, or_else: str | None = None) -> Model:
+    """``model`` as a :class:`~pai_actors.Model`: an object with a ``stream(request)``
+    method as it is, a spec string (``"openai:gpt-4.1-mini"``) as the adapter
+    :func:`~pai_actors.models.model_from_spec` makes of it (keys and base URLs from the
+    environment). Anything else, a spec that names no adapter, or an adapter whose SDK is
+    not installed raises :class:`DefinitionError` starting with ``where`` (which names the
+    agent); ``or_else`` is the alternative to a model that message offers last."""
+    if isinstance(model, str):
+        try:
+            return model_from_spec(model)
+        except DefinitionError as exc:
+            raise DefinitionError(f"{where}: {exc}") from None
+    if not callable(getattr(model, "stream", None)):
+        alternative = "" if or_else is None else f"; or {or_else}"
+        raise DefinitionError(
+            f"{where}: model must be a spec string such as 'openai:gpt-4.1-mini' or have a "
+            f"stream(request) method (the Model protocol), got {_show(model)}{alternative}"
+        )
+    return cast(Model, model)  # it has the protocol's one method
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -154,10 +154,14 @@ def test_instructions_must_be_a_str() -> None:
     )
 
 
-def test_a_model_needs_a_stream_method() -> None:
-    assert agent_error(model="gpt") == (
-        "agent 'support': model must have a stream(request) method (the Model protocol), "
-        "got 'gpt' (str); or leave it out and give the model at the runtime"
+def test_a_model_needs_a_stream_method_or_is_a_spec_string() -> None:
+    assert agent_error(model=["gpt"]) == (
+        "agent 'support': model must be a spec string such as 'openai:gpt-4.1-mini' or have a "
+        "stream(request) method (the Model protocol), got ['gpt'] (list); or leave it out and "
+        "give the model at the runtime"
+    )
+    assert agent_error(model="gpt").startswith(
+        "agent 'support': model spec 'gpt' is not '<provider>:<model>'"
     )
 
 
