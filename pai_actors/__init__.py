@@ -60,6 +60,7 @@ from ._core.model import ModelEvent as ModelEvent
 from ._core.model import ModelMessage as ModelMessage
 from ._core.model import ModelReasoningPart as ModelReasoningPart
 from ._core.model import ModelRequest as ModelRequest
+from ._core.model import ModelSettings as ModelSettings
 from ._core.model import ModelSystemMessage as ModelSystemMessage
 from ._core.model import ModelTextPart as ModelTextPart
 from ._core.model import ModelTool as ModelTool
@@ -103,6 +104,7 @@ from ._core.updates import MessageDelta as MessageDelta
 from ._core.updates import MessageReplaced as MessageReplaced
 from ._core.updates import RunStatusChanged as RunStatusChanged
 from ._core.updates import ThreadUpdate as ThreadUpdate
+from ._core.updates import ThreadUpdateOrDelta as ThreadUpdateOrDelta
 from ._core.updates import ToolDataUpdated as ToolDataUpdated
 from ._core.updates import ToolPartUpdated as ToolPartUpdated
 from ._runtime.create import create_agent_runtime as create_agent_runtime
@@ -198,6 +200,7 @@ __all__ = [
     "ModelProviderError",
     "ModelReasoningPart",
     "ModelRequest",
+    "ModelSettings",
     "ModelSystemMessage",
     "ModelTextPart",
     "ModelTool",
@@ -242,6 +245,7 @@ __all__ = [
     "ThreadRecord",
     "ThreadState",
     "ThreadUpdate",
+    "ThreadUpdateOrDelta",
     "ThreadWatch",
     "ToolApproval",
     "ToolCallEvent",

@@ -366,6 +366,8 @@ class Client:
         elif kind == "update":
             if thread.on_update(frame) == "gap":
                 nursery.start_soon(thread.resubscribe)
+        elif kind == "delta":
+            thread.on_delta(frame)
         elif kind == "watchEnded" and thread.watching and frame.get("reason") != "shutting-down":
             nursery.start_soon(thread.resubscribe)
 

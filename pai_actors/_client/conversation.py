@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Generic, Literal, Protocol, cast, overload
 
 import trio
 from pydantic import TypeAdapter
+from typing_extensions import TypeVar
 
 from .._core.client_tool import ClientTool
 from .._core.errors import WatchOverflow
@@ -22,11 +23,11 @@ from .._core.json import JsonValue
 from .._core.parts import Message, ToolPart
 from .._core.pending import PendingActionView
 from .._core.state import RunState, ThreadState
-from .._core.updates import ThreadUpdate
+from .._core.updates import ThreadUpdate, ThreadUpdateOrDelta
 from .._protocol.replica import ThreadReplica
 from .errors import ClientError, ConnectionLost, ServerError
 
-_UPDATE: TypeAdapter[ThreadUpdate] = TypeAdapter(ThreadUpdate)
+_UPDATE: TypeAdapter[ThreadUpdateOrDelta] = TypeAdapter(ThreadUpdateOrDelta)
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,11 @@ class Connection(Protocol):
     def action_view(self, action: Mapping[str, Any]) -> PendingActionView: ...
 
 
+_Event = ThreadUpdateOrDelta | ThreadResynced  # what a thread's watch channels carry
+W = TypeVar("W", default=ThreadUpdate | ThreadResynced)
+"""What a :class:`ClientWatch` yields (with ``deltas=True``, :class:`MessageDelta` too)."""
+
+
 class ClientThread:
     """A thread seen through a client: ``get_state()`` (kept current while watched),
     ``refresh()``, ``watch()``, ``send()`` and its pending actions."""
@@ -76,9 +82,12 @@ class ClientThread:
         self.thread_id = thread_id
         self._replica: ThreadReplica | None = None
         self._state: ThreadState | None = None
-        self._watchers: set[trio.MemorySendChannel[ThreadUpdate | ThreadResynced]] = set()
+        self._watchers: set[trio.MemorySendChannel[_Event]] = set()
+        # the watches that asked for MessageDelta updates, and whether the server was asked
+        self._delta_watchers: set[trio.MemorySendChannel[_Event]] = set()
+        self._deltas_asked = False
         # why the client ended a watch: it fell behind, the server refused it, the client gave up
-        self._endings: dict[trio.MemorySendChannel[ThreadUpdate | ThreadResynced], Exception] = {}
+        self._endings: dict[trio.MemorySendChannel[_Event], Exception] = {}
         self._first_snapshot = False  # the next snapshot starts a watch (no ThreadResynced)
 
     @property
@@ -149,24 +158,44 @@ class ClientThread:
             return None
         return self._client.action_view(action)
 
-    def watch(self, *, capacity: int = 256) -> AbstractAsyncContextManager[ClientWatch]:
+    @overload
+    def watch(
+        self, *, capacity: int = ..., deltas: Literal[False] = ...
+    ) -> AbstractAsyncContextManager[ClientWatch[ThreadUpdate | ThreadResynced]]: ...
+
+    @overload
+    def watch(
+        self, *, capacity: int = ..., deltas: bool
+    ) -> AbstractAsyncContextManager[ClientWatch[ThreadUpdateOrDelta | ThreadResynced]]: ...
+
+    def watch(
+        self, *, capacity: int = 256, deltas: bool = False
+    ) -> AbstractAsyncContextManager[ClientWatch[Any]]:
         """Watch the thread: ``async with thread.watch() as updates: async for u in updates``.
-        Each update is applied to ``get_state()`` before it is yielded."""
-        return self._watch(capacity)
+        Each update is applied to ``get_state()`` before it is yielded. ``deltas=True`` also
+        yields the model's text and reasoning as they stream (:class:`MessageDelta`; live
+        only, not in ``get_state()``; fragments sent while the connection was down are not
+        replayed, the stored message arrives complete)."""
+        return self._watch(capacity, deltas)
 
     @asynccontextmanager
-    async def _watch(self, capacity: int) -> AsyncIterator[ClientWatch]:
-        send, receive = trio.open_memory_channel[ThreadUpdate | ThreadResynced](capacity)
+    async def _watch(self, capacity: int, deltas: bool) -> AsyncIterator[ClientWatch[Any]]:
+        send, receive = trio.open_memory_channel[ThreadUpdateOrDelta | ThreadResynced](capacity)
         first = not self._watchers
         self._watchers.add(send)
+        if deltas:
+            self._delta_watchers.add(send)
         try:
             if first:
                 self._first_snapshot = True
                 await self.rewatch(fresh=True)
+            elif deltas and not self._deltas_asked:  # from the cursor: nothing lost
+                await self.rewatch()
             async with receive:
                 yield ClientWatch(self.thread_id, receive, lambda: self._ended(send))
         finally:
             self._watchers.discard(send)
+            self._delta_watchers.discard(send)
             self._endings.pop(send, None)
             send.close()
             if not self._watchers and self._client._ws is not None:
@@ -186,6 +215,9 @@ class ClientThread:
         fields: dict[str, JsonValue] = {"threadId": self.thread_id}
         if cursor is not None:
             fields["cursor"] = cursor.to_wire()
+        self._deltas_asked = bool(self._delta_watchers)
+        if self._deltas_asked:
+            fields["deltas"] = True
         try:
             await self._client._request("watch", fields, self._on_watch_result)
         except ConnectionLost:
@@ -206,6 +238,8 @@ class ClientThread:
         for frame in result["frames"]:
             if frame["type"] == "snapshot":
                 self.on_snapshot(frame)
+            elif frame["type"] == "delta":
+                self.on_delta(frame)
             else:
                 self.on_update(frame)
 
@@ -230,12 +264,19 @@ class ClientThread:
             self._emit(_UPDATE.validate_python(frame["update"]))
         return applied
 
-    def _emit(self, event: ThreadUpdate | ThreadResynced) -> None:
-        for send in list(self._watchers):
+    def on_delta(self, frame: dict[str, Any]) -> None:
+        """A ``delta`` frame: to the watches that asked for deltas (nothing is applied)."""
+        self._emit(_UPDATE.validate_python(frame["update"]), deltas_only=True)
+
+    def _emit(
+        self, event: ThreadUpdateOrDelta | ThreadResynced, *, deltas_only: bool = False
+    ) -> None:
+        for send in list(self._delta_watchers if deltas_only else self._watchers):
             try:
                 send.send_nowait(event)
             except trio.WouldBlock:
                 self._watchers.discard(send)
+                self._delta_watchers.discard(send)
                 self._endings[send] = WatchOverflow(
                     f"this watch of thread {self.thread_id!r} fell more than its capacity of "
                     "updates behind and was dropped; its get_state() stays current: watch again"
@@ -243,8 +284,9 @@ class ClientThread:
                 send.close()
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self._watchers.discard(send)  # that watch's block has ended
+                self._delta_watchers.discard(send)
 
-    def _ended(self, send: trio.MemorySendChannel[ThreadUpdate | ThreadResynced]) -> Exception:
+    def _ended(self, send: trio.MemorySendChannel[_Event]) -> Exception:
         """What the watch fed by ``send`` raises once it has ended."""
         return self._endings.get(send) or StopAsyncIteration()
 
@@ -252,11 +294,12 @@ class ClientThread:
         """End every watch of this thread: each raises ``error`` after its buffered updates."""
         for send in list(self._watchers):
             self._watchers.discard(send)
+            self._delta_watchers.discard(send)
             self._endings[send] = error
             send.close()
 
 
-class ClientWatch:
+class ClientWatch(Generic[W]):
     """What ``thread.watch()`` gives: an async iterator of :data:`ThreadUpdate` and
     :class:`ThreadResynced`. One that falls ``capacity`` behind ends with
     :class:`WatchOverflow` (the thread's ``get_state()`` stays current regardless); one the
@@ -268,21 +311,21 @@ class ClientWatch:
     def __init__(
         self,
         thread_id: str,
-        receive: trio.MemoryReceiveChannel[ThreadUpdate | ThreadResynced],
+        receive: trio.MemoryReceiveChannel[_Event],
         ended: Callable[[], Exception],
     ) -> None:
         self.thread_id = thread_id
         self._receive = receive
         self._ended = ended
 
-    def __aiter__(self) -> AsyncIterator[ThreadUpdate | ThreadResynced]:
+    def __aiter__(self) -> AsyncIterator[W]:
         return self
 
-    async def __anext__(self) -> ThreadUpdate | ThreadResynced:
+    async def __anext__(self) -> W:
         try:
-            return await self._receive.receive()
+            return cast(W, await self._receive.receive())
         except (trio.EndOfChannel, trio.ClosedResourceError):
             raise self._ended() from None
 
-    async def receive(self) -> ThreadUpdate | ThreadResynced:
+    async def receive(self) -> W:
         return await self.__anext__()

@@ -270,20 +270,150 @@ class ModelTool:
     input_schema: JsonSchema
 
 
+ToolChoice: TypeAlias = Literal["auto", "none", "required"]
+"""Whether the model may (``auto``), must not (``none``) or must (``required``) call a tool;
+:class:`ModelSettings` also takes one tool's registration name as ``tool_choice``."""
+
+_TOOL_CHOICES = ("auto", "none", "required")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSettings:
+    """How a model step is sampled, on an agent (``define_agent(model_settings=...)``), per
+    request (``send(..., model_settings=...)``, stored with the run) or on an adapter; each
+    field ``None`` leaves it to the layer below (the request's over the agent's over the
+    adapter's over the provider's default).
+
+    ``temperature``, ``top_p``, ``max_tokens`` (the step's output tokens), ``stop``
+    (sequences that end the step), ``seed``; ``tool_choice``: ``"auto"``, ``"none"``,
+    ``"required"``, or the registration name of the one tool the model must call;
+    ``parallel_tool_calls``: whether the model may call several tools in one step.
+    """
+
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    stop: tuple[str, ...] | None = None
+    seed: int | None = None
+    tool_choice: str | None = None
+    parallel_tool_calls: bool | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("temperature", "top_p"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int | float)
+            ):
+                raise ModelProtocolError(f"ModelSettings {name} is {value!r}; give a number")
+        for name, least in (("max_tokens", 1), ("seed", None)):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or (least is not None and value < least)
+            ):
+                bound = f" >= {least}" if least is not None else ""
+                raise ModelProtocolError(f"ModelSettings {name} is {value!r}; give an int{bound}")
+        if self.stop is not None:
+            if isinstance(self.stop, str) or not all(isinstance(x, str) for x in self.stop):
+                raise ModelProtocolError(
+                    f"ModelSettings stop is {self.stop!r}; give a sequence of str, "
+                    'e.g. stop=("END",)'
+                )
+            object.__setattr__(self, "stop", tuple(self.stop))
+        if self.tool_choice is not None and (
+            not isinstance(self.tool_choice, str) or not self.tool_choice
+        ):
+            raise ModelProtocolError(
+                f"ModelSettings tool_choice is {self.tool_choice!r}; give 'auto', 'none', "
+                "'required' or a tool's registration name"
+            )
+        if self.parallel_tool_calls is not None and not isinstance(self.parallel_tool_calls, bool):
+            raise ModelProtocolError(
+                f"ModelSettings parallel_tool_calls is {self.parallel_tool_calls!r}; give a bool"
+            )
+
+    @property
+    def forced_tool(self) -> str | None:
+        """The registration name of the tool the model must call, if ``tool_choice`` names
+        one (else ``None``)."""
+        choice = self.tool_choice
+        return None if choice is None or choice in _TOOL_CHOICES else choice
+
+    def over(self, below: ModelSettings | None) -> ModelSettings:
+        """These settings, each field ``None`` taken from ``below``."""
+        if below is None:
+            return self
+        return ModelSettings(
+            **{
+                name: getattr(below, name) if getattr(self, name) is None else getattr(self, name)
+                for name in _SETTINGS_FIELDS
+            }
+        )
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """The settings that are set, by field name (as a run stores them)."""
+        out: dict[str, JsonValue] = {}
+        for name in _SETTINGS_FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = list(value) if name == "stop" else value
+        return out
+
+    @classmethod
+    def from_json(cls, value: object) -> ModelSettings:
+        """Settings :meth:`to_json` wrote (unknown keys refused)."""
+        if not isinstance(value, Mapping) or not set(value) <= set(_SETTINGS_FIELDS):
+            raise ModelProtocolError(
+                f"stored model settings {value!r} are not ModelSettings; known fields: "
+                f"{', '.join(_SETTINGS_FIELDS)}"
+            )
+        fields = dict(value)
+        if isinstance(fields.get("stop"), list):
+            fields["stop"] = tuple(fields["stop"])
+        return cls(**fields)
+
+
+_SETTINGS_FIELDS = (
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "stop",
+    "seed",
+    "tool_choice",
+    "parallel_tool_calls",
+)
+_NO_SETTINGS = ModelSettings()
+
+
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
     """Everything one model step receives.
 
     ``instructions`` is the agent's system prompt (``None`` when it has none); ``messages``
     the conversation so far (kept as a tuple); ``tools`` the tools the model may call in
-    this step, by registration name (a copy of the mapping given).
+    this step, by registration name (a copy of the mapping given); ``settings`` the
+    request's and the agent's :class:`ModelSettings`, merged (an adapter applies its own
+    under them).
     """
 
     instructions: str | None = None
     messages: Sequence[ModelMessage] = ()
     tools: dict[str, ModelTool] = field(default_factory=dict)
+    settings: ModelSettings = field(default_factory=ModelSettings, repr=False)
+
+    def __repr__(self) -> str:
+        settings = "" if self.settings == _NO_SETTINGS else f", settings={self.settings!r}"
+        return (
+            f"ModelRequest(instructions={self.instructions!r}, messages={self.messages!r}, "
+            f"tools={self.tools!r}{settings})"
+        )
 
     def __post_init__(self) -> None:
+        if not isinstance(self.settings, ModelSettings):
+            raise ModelProtocolError(
+                f"ModelRequest settings must be ModelSettings, got {self.settings!r}"
+            )
         if isinstance(self.messages, str | bytes) or not isinstance(self.messages, Sequence):
             raise ModelProtocolError(
                 f"ModelRequest messages must be a sequence of model messages, got {self.messages!r}"

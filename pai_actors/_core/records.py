@@ -66,7 +66,8 @@ class RunRecord(StoreRecord):
 
     The request that started it is stored with it, so a run activated by a later runtime
     sees the same request: ``identity`` and ``client_data`` (JSON; ``None`` by default) and
-    the request-time ``client_tools`` (``()`` by default). ``usage`` sums the tokens its
+    the request-time ``client_tools`` (``()`` by default), the request's ``model_settings``
+    (``ModelSettings.to_json()``; ``None``: none given). ``usage`` sums the tokens its
     model steps reported (``RunState.usage``; ``None`` while none did). Records written
     before these fields existed read with the defaults.
 
@@ -81,6 +82,7 @@ class RunRecord(StoreRecord):
     identity: Json = None
     client_data: Json = None
     client_tools: tuple[ClientToolRecord, ...] = ()
+    model_settings: dict[str, Json] | None = None
     usage: dict[str, int] | None = None
     revision: int = Field(default=0, ge=0)
 

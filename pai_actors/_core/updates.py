@@ -117,12 +117,10 @@ class MessageDelta(WireModel):
 
 
 ThreadUpdate: TypeAlias = (
-    MessageAppended
-    | MessageReplaced
-    | ToolPartUpdated
-    | RunStatusChanged
-    | ToolDataUpdated
-    | MessageDelta
+    MessageAppended | MessageReplaced | ToolPartUpdated | RunStatusChanged | ToolDataUpdated
 )
 """One update a :meth:`AgentRuntime.watch` yields. Each class's ``type`` is a ``Literal``, so
 ``if update.type == "run-status":`` narrows the union to :class:`RunStatusChanged`."""
+
+ThreadUpdateOrDelta: TypeAlias = ThreadUpdate | MessageDelta
+"""What a watch with ``deltas=True`` yields: the updates, and the model's streamed text."""

@@ -51,7 +51,7 @@ from .._core.model import (
     Usage,
 )
 from .base import ProviderModel, StreamReader, import_sdk
-from .common import OpenCall, malformed, parse_tool_input, stream_error
+from .common import OpenCall, malformed, parse_tool_input, stream_error, unsupported_setting
 from .openai_chat import result_text
 
 DEFAULT_MAX_TOKENS = 4096
@@ -258,8 +258,10 @@ class AnthropicModel(ProviderModel):
 
     ``AnthropicModel("claude-sonnet-4-5")`` takes its key from ``ANTHROPIC_API_KEY`` and its
     base URL from ``ANTHROPIC_BASE_URL`` when they are not given. ``max_tokens`` is
-    required by the API (4096 by default). ``thinking`` is the ``thinking`` parameter
-    (``{"type": "enabled", "budget_tokens": 2048}``): the thinking blocks stream as
+    required by the API (4096 by default); the SDK's ``messages.create`` takes no
+    ``temperature``, ``top_p`` or ``seed``, so neither does this adapter. ``thinking`` is
+    the ``thinking`` parameter (``{"type": "enabled", "budget_tokens": 2048}``): the
+    thinking blocks stream as
     reasoning, and a step's signed thinking is given back on the next step when the run
     loop keeps it. ``extra_body``, ``client``, ``max_retries``, ``timeout`` as
     :class:`OpenAIChatModel`.
@@ -281,7 +283,6 @@ class AnthropicModel(ProviderModel):
         max_retries: int = 2,
         timeout: float = 600.0,
         max_tokens: int = DEFAULT_MAX_TOKENS,
-        temperature: float | None = None,
         thinking: Mapping[str, object] | None = None,
         extra_body: Mapping[str, object] | None = None,
         client: Any = None,
@@ -294,7 +295,6 @@ class AnthropicModel(ProviderModel):
             max_retries=max_retries,
             timeout=timeout,
             max_tokens=max_tokens,
-            temperature=temperature,
             extra_body=extra_body,
             client=client,
         )
@@ -310,14 +310,36 @@ class AnthropicModel(ProviderModel):
         )
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
+        settings = self.settings_for(request)
+        # The SDK's Messages.create takes no temperature, top_p or seed (anthropic 2.x).
+        for name in ("temperature", "top_p", "seed"):
+            if getattr(settings, name) is not None:
+                raise unsupported_setting(self.provider, "Anthropic Messages", name)
         params: dict[str, Any] = {
             "model": self.model,
-            "max_tokens": self.max_tokens,
+            "max_tokens": settings.max_tokens or self.max_tokens,
             **to_anthropic_request(request),
             "stream": True,
         }
-        if self.temperature is not None:
-            params["temperature"] = self.temperature
+        if settings.stop is not None:
+            params["stop_sequences"] = list(settings.stop)
+        choice: dict[str, Any] | None = None
+        if settings.tool_choice is not None:
+            forced = settings.forced_tool
+            kinds = {"auto": "auto", "none": "none", "required": "any"}
+            choice = (
+                {"type": kinds[settings.tool_choice]}
+                if forced is None
+                else {"type": "tool", "name": forced}
+            )
+        if (
+            settings.parallel_tool_calls is False
+            and request.tools
+            and (choice is None or choice["type"] != "none")
+        ):
+            choice = {"type": "auto", **(choice or {}), "disable_parallel_tool_use": True}
+        if choice is not None:
+            params["tool_choice"] = choice
         if self.thinking is not None:
             params["thinking"] = self.thinking
         if self.extra_body:

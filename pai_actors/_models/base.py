@@ -21,7 +21,7 @@ import trio
 
 from .._core.errors import DefinitionError, ModelProviderError
 from .._core.json import JsonValue, to_json_value
-from .._core.model import ModelEvent, ModelRequest
+from .._core.model import ModelEvent, ModelRequest, ModelSettings
 from .clients import run_client
 from .common import malformed
 from .faults import Endpoint, Secret, provider_error, redact
@@ -142,6 +142,13 @@ class ProviderModel:
 
     def _reader(self) -> StreamReader:
         raise NotImplementedError
+
+    def settings_for(self, request: ModelRequest) -> ModelSettings:
+        """The step's settings: the request's (the run's over the agent's) over this
+        adapter's own ``max_tokens`` and ``temperature``."""
+        return request.settings.over(
+            ModelSettings(max_tokens=self.max_tokens, temperature=self.temperature)
+        )
 
     # -- the shell ----------------------------------------------------------------------
 

@@ -76,3 +76,13 @@ def stream_error(provider: str, body: dict[str, JsonValue]) -> ModelProviderErro
         code=None if code is None else str(code),
         retryable=True,
     )
+
+
+def unsupported_setting(provider: str, api: str, name: str) -> ModelProviderError:
+    """The error for a :class:`~pai_actors.ModelSettings` field the provider's API has not."""
+    return ModelProviderError(
+        f"{provider}: the {api} API has no {name!r} setting; leave ModelSettings.{name} unset "
+        "for this model (on the request, the agent or the adapter)",
+        provider=provider,
+        code="unsupported_setting",
+    )

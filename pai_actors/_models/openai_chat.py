@@ -281,10 +281,22 @@ class OpenAIChatModel(ProviderModel):
             "stream": True,
             "stream_options": {"include_usage": True},
         }
-        if self.max_tokens is not None:
-            params["max_tokens"] = self.max_tokens
-        if self.temperature is not None:
-            params["temperature"] = self.temperature
+        settings = self.settings_for(request)
+        for name in ("temperature", "top_p", "max_tokens", "seed"):
+            value = getattr(settings, name)
+            if value is not None:
+                params[name] = value
+        if settings.stop is not None:
+            params["stop"] = list(settings.stop)
+        if settings.tool_choice is not None:
+            forced = settings.forced_tool
+            params["tool_choice"] = (
+                settings.tool_choice
+                if forced is None
+                else {"type": "function", "function": {"name": forced}}
+            )
+        if settings.parallel_tool_calls is not None and request.tools:
+            params["parallel_tool_calls"] = settings.parallel_tool_calls
         if self.reasoning_effort is not None:
             params["reasoning_effort"] = self.reasoning_effort
         if self.extra_body:

@@ -46,7 +46,7 @@ from .._core.model import (
     Usage,
 )
 from .base import ProviderModel, StreamReader, import_sdk
-from .common import OpenCall, malformed, parse_tool_input, stream_error
+from .common import OpenCall, malformed, parse_tool_input, stream_error, unsupported_setting
 from .openai_chat import result_text
 
 
@@ -297,10 +297,23 @@ class OpenAIResponsesModel(ProviderModel):
             "stream": True,
             "store": self.store,
         }
-        if self.max_tokens is not None:
-            params["max_output_tokens"] = self.max_tokens
-        if self.temperature is not None:
-            params["temperature"] = self.temperature
+        settings = self.settings_for(request)
+        for name in ("stop", "seed"):
+            if getattr(settings, name) is not None:
+                raise unsupported_setting(self.provider, "OpenAI Responses", name)
+        for name in ("temperature", "top_p"):
+            value = getattr(settings, name)
+            if value is not None:
+                params[name] = value
+        if settings.max_tokens is not None:
+            params["max_output_tokens"] = settings.max_tokens
+        if settings.tool_choice is not None:
+            forced = settings.forced_tool
+            params["tool_choice"] = (
+                settings.tool_choice if forced is None else {"type": "function", "name": forced}
+            )
+        if settings.parallel_tool_calls is not None and request.tools:
+            params["parallel_tool_calls"] = settings.parallel_tool_calls
         if self.reasoning is not None:
             params["reasoning"] = self.reasoning
         if self.extra_body:

@@ -115,6 +115,7 @@ class WatchRequest(_Request):
     op: Literal["watch"]
     thread_id: str
     cursor: Cursor | None = None
+    deltas: bool = False
 
 
 class UnwatchRequest(_Request):
@@ -437,6 +438,14 @@ def update_frame(
     elif kind in ("message-appended", "message-replaced"):
         frame["pendingActions"] = pending_actions or {}
     return frame
+
+
+def delta_frame(thread_id: str, update: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """A ``delta`` frame: a fragment of the text or reasoning a model step is streaming
+    (a ``message-delta`` update), for the watches that asked for them. Live only: not
+    numbered (no cursor: a client that reconnects does not get the fragments it missed;
+    the stored message arrives complete), never in a snapshot."""
+    return {"v": PROTOCOL_VERSION, "type": "delta", "threadId": thread_id, "update": update}
 
 
 def watch_ended_frame(thread_id: str, reason: str, message: str) -> dict[str, JsonValue]:

@@ -28,6 +28,7 @@ from .._core.errors import ModelProtocolError, StoreConflict
 from .._core.model import (
     ModelAssistantMessage,
     ModelRequest,
+    ModelSettings,
     ModelToolCallPart,
     ReasoningDelta,
     TextDelta,
@@ -288,6 +289,16 @@ async def read_step(
     ]
 
 
+def step_settings(live: LiveRun) -> ModelSettings:
+    """The settings of the run's model steps: the request's (stored with the run) over the
+    agent's."""
+    agent_settings = getattr(live.agent, "model_settings", None)
+    stored = live.run.model_settings
+    if stored is None:
+        return agent_settings or ModelSettings()
+    return ModelSettings.from_json(stored).over(agent_settings)
+
+
 def _stream_delta(
     services: Services, live: LiveRun, message_id: str, event: TextDelta | ReasoningDelta
 ) -> None:
@@ -300,7 +311,7 @@ def _stream_delta(
     else:
         live.step_reasoning.append(event.text)
         part = "reasoning"
-    if event.text and services.watched(live.thread_id):
+    if event.text and services.watched_for_deltas(live.thread_id):
         services.publish(
             MessageDelta(
                 thread_id=live.thread_id,

@@ -37,7 +37,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from types import TracebackType
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, overload
 
 import trio
 
@@ -60,13 +60,13 @@ from .._core.errors import (
 )
 from .._core.ids import IdMaker
 from .._core.json import to_json_value
-from .._core.model import Model
+from .._core.model import Model, ModelSettings
 from .._core.parts import Message, TextPart, ToolPart
 from .._core.pending import PendingActionView
 from .._core.records import ClientToolRecord, RunRecord, StoredCall, StoredFileBody, ThreadRecord
 from .._core.state import RunState, RunStatus, ThreadState
 from .._core.trigger import is_notification, notification_message
-from .._core.updates import MessageDelta, ThreadUpdate
+from .._core.updates import MessageDelta, ThreadUpdate, ThreadUpdateOrDelta
 from .._store.base import Store, Transaction
 from .._tools.agent import AgentDefinition
 from .._tools.blocking import BlockingTools, BlockingToolStatistics
@@ -207,7 +207,7 @@ class AgentRuntime:
             store=store,
             transaction=self._transaction,
             publish=self._publish,
-            watched=self._hub.watched,
+            watched_for_deltas=self._hub.watched_for_deltas,
             new_id=new_id,
             now=clock,
             blocking=self._blocking,
@@ -347,7 +347,7 @@ class AgentRuntime:
         """A store transaction whose writes reach the watchers once it committed."""
         return PublishingTransaction(self._store, self._hub)
 
-    def _publish(self, update: ThreadUpdate) -> None:
+    def _publish(self, update: ThreadUpdateOrDelta) -> None:
         """Send ``update`` (transient tool data) to the watchers connected now."""
         self._hub.publish((update,))
 
@@ -706,6 +706,7 @@ class AgentRuntime:
         identity: Any = None,
         client_data: Any = None,
         client_tools: Sequence[ClientTool] = (),
+        model_settings: ModelSettings | None = None,
     ) -> str:
         """Append the user's ``text`` and start a run; return its ``run_id``.
 
@@ -715,10 +716,15 @@ class AgentRuntime:
 
         The request is stored with the run (``identity`` and ``client_data`` as lossless
         JSON, :class:`OutputNotJSON` otherwise, before anything is written; the client
-        tools' name, description and input schema), so the callbacks see the same JSON
-        values and the model is offered the same client tools when a later runtime
-        continues the run.
+        tools' name, description and input schema, and ``model_settings``: the run's
+        :class:`ModelSettings`, over the agent's), so the callbacks see the same JSON
+        values and the model is offered the same client tools and settings when a later
+        runtime continues the run.
         """
+        if model_settings is not None and not isinstance(model_settings, ModelSettings):
+            raise TypeError(
+                f"send(model_settings=...) takes a ModelSettings, got {model_settings!r}"
+            )
         self._check_open()
         # Reserve the thread before the first await: of two concurrent sends, one runs (and
         # none while a continuation holds it).
@@ -745,6 +751,7 @@ class AgentRuntime:
                     )
                     for t in client_tools
                 ),
+                model_settings=None if model_settings is None else model_settings.to_json(),
             )
             message = Message(
                 id=self._new_id("msg", thread_id), role="user", parts=(TextPart(text=text),)
@@ -860,13 +867,44 @@ class AgentRuntime:
         assert run is not None, "runs are never deleted"
         return run.state
 
+    @overload
+    def watch(
+        self,
+        thread_id: str,
+        *,
+        capacity: int = ...,
+        snapshot: bool = ...,
+        deltas: Literal[False] = ...,
+    ) -> AbstractAsyncContextManager[ThreadWatch[ThreadUpdate]]: ...
+
+    @overload
+    def watch(
+        self,
+        thread_id: str,
+        *,
+        capacity: int = ...,
+        snapshot: bool = ...,
+        deltas: Literal[True],
+    ) -> AbstractAsyncContextManager[ThreadWatch[ThreadUpdateOrDelta]]: ...
+
+    @overload
+    def watch(
+        self,
+        thread_id: str,
+        *,
+        capacity: int = ...,
+        snapshot: bool = ...,
+        deltas: bool,
+    ) -> AbstractAsyncContextManager[ThreadWatch[ThreadUpdateOrDelta]]: ...
+
     def watch(
         self,
         thread_id: str,
         *,
         capacity: int = DEFAULT_WATCH_CAPACITY,
         snapshot: bool = False,
-    ) -> AbstractAsyncContextManager[ThreadWatch]:
+        deltas: bool = False,
+    ) -> AbstractAsyncContextManager[ThreadWatch[Any]]:
         """Watch a thread: ``async with rt.watch(tid) as updates: async for u in updates``.
 
         An async context manager (trio gives async generators no timely cleanup): the
@@ -882,17 +920,25 @@ class AgentRuntime:
         ``snapshot=True`` also reads the thread's state as ``updates.snapshot``, exactly
         the state before the first update the watch yields: applying the updates to it
         gives the thread as it is, with no update missing and none applied twice.
+
+        ``deltas=True`` also yields the model's text and reasoning as they stream
+        (:class:`MessageDelta`: live only, never stored, never in a snapshot); a watch that
+        starts during a model step first gets the step's text (and reasoning) so far, as one
+        fragment each, then the rest. Off by default: a stored message arrives complete
+        either way, and a watcher that does not show tokens need not read them.
         """
         if capacity < 1:
             raise ValueError(f"watch(capacity=...) must be at least 1, got {capacity!r}")
         if snapshot:
-            return self._watch_from_snapshot(thread_id, capacity)
-        return self._watch(thread_id, capacity)
+            return self._watch_from_snapshot(thread_id, capacity, deltas)
+        return self._watch(thread_id, capacity, deltas)
 
     @asynccontextmanager
-    async def _watch(self, thread_id: str, capacity: int) -> AsyncIterator[ThreadWatch]:
+    async def _watch(
+        self, thread_id: str, capacity: int, deltas: bool
+    ) -> AsyncIterator[ThreadWatch[Any]]:
         self._check_open()
-        watcher, receive = self._add_watcher(thread_id, capacity)
+        watcher, receive = self._add_watcher(thread_id, capacity, deltas)
         try:
             await self._load(thread_id, full=True)
             async with receive:
@@ -902,8 +948,8 @@ class AgentRuntime:
 
     @asynccontextmanager
     async def _watch_from_snapshot(
-        self, thread_id: str, capacity: int
-    ) -> AsyncIterator[ThreadWatch]:
+        self, thread_id: str, capacity: int, deltas: bool
+    ) -> AsyncIterator[ThreadWatch[Any]]:
         self._check_open()
         await self._load(thread_id, full=True)
         while True:
@@ -911,7 +957,7 @@ class AgentRuntime:
             # after the read below; if one began meanwhile (dirty), the read may or may not
             # hold it, so read again.
             await self._hub.wait_quiet(thread_id)
-            watcher, receive = self._add_watcher(thread_id, capacity)
+            watcher, receive = self._add_watcher(thread_id, capacity, deltas)
             try:
                 state = await self._read_state(thread_id)
             except BaseException:
@@ -927,16 +973,16 @@ class AgentRuntime:
             self._hub.remove(watcher)
 
     def _add_watcher(
-        self, thread_id: str, capacity: int
-    ) -> tuple[Watcher, trio.MemoryReceiveChannel[ThreadUpdate]]:
-        """A new watcher of the thread. If a model step of the thread is streaming, the
-        watcher first receives its text so far (and its reasoning so far), as one
-        :class:`MessageDelta` each, in the same scheduler step as it is connected: every
-        later fragment reaches it too, and none twice."""
-        watcher, receive = self._hub.add(thread_id, capacity)
+        self, thread_id: str, capacity: int, deltas: bool
+    ) -> tuple[Watcher, trio.MemoryReceiveChannel[ThreadUpdateOrDelta]]:
+        """A new watcher of the thread. With ``deltas``, if a model step of the thread is
+        streaming, the watcher first receives its text so far (and its reasoning so far),
+        as one :class:`MessageDelta` each, in the same scheduler step as it is connected:
+        every later fragment reaches it too, and none twice."""
+        watcher, receive = self._hub.add(thread_id, capacity, deltas=deltas)
         run_id = self._admission.live_run_of(thread_id)
         live = None if run_id is None else self._live.get(run_id)
-        if live is not None and live.step_message_id is not None:
+        if deltas and live is not None and live.step_message_id is not None:
             streamed: tuple[tuple[Literal["text", "reasoning"], list[str]], ...] = (
                 ("reasoning", live.step_reasoning),
                 ("text", live.step_text),

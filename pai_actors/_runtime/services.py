@@ -27,7 +27,7 @@ from .._core.clock import Clock
 from .._core.ids import IdMaker
 from .._core.model import Model
 from .._core.records import StoredCall, ThreadRecord
-from .._core.updates import ThreadUpdate
+from .._core.updates import ThreadUpdateOrDelta
 from .._store.base import Store, Transaction
 from .._tools.agent import AgentDefinition
 from .._tools.agent_runner import AgentRunResult
@@ -51,8 +51,9 @@ class Services:
     """The runtime's services for its actors (see the module docstring).
 
     ``publish(update)`` sends a transient update to the watchers connected now;
-    ``watched(thread_id)`` says whether the thread has any (so that none is made for
-    nobody). The callables reach the runtime's admission: ``closing()`` whether it began to close,
+    ``watched_for_deltas(thread_id)`` says whether the thread has one that takes
+    ``MessageDelta`` updates (so that none is made for nobody). The callables reach the
+    runtime's admission: ``closing()`` whether it began to close,
     ``notify(thread_id)`` wakes the thread's ``wait_idle`` if it is idle now,
     ``notified(thread_id)`` whether a notification waits to be answered,
     ``passivated(run_id)`` / ``is_cancelling(run_id)`` / ``live_run(run_id)`` the run's
@@ -64,8 +65,8 @@ class Services:
 
     store: Store
     transaction: Callable[[], Transaction]
-    publish: Callable[[ThreadUpdate], None]
-    watched: Callable[[str], bool]
+    publish: Callable[[ThreadUpdateOrDelta], None]
+    watched_for_deltas: Callable[[str], bool]
     new_id: IdMaker
     now: Clock
     blocking: BlockingTools

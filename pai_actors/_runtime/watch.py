@@ -24,16 +24,20 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import Generic, cast
 
 import trio
+from typing_extensions import TypeVar
 
 from .._core.errors import WatchOverflow
 from .._core.state import ThreadState
 from .._core.updates import (
     MessageAppended,
+    MessageDelta,
     MessageReplaced,
     RunStatusChanged,
     ThreadUpdate,
+    ThreadUpdateOrDelta,
     ToolPartUpdated,
 )
 from .._store.base import (
@@ -47,6 +51,10 @@ from .._store.base import (
 )
 
 DEFAULT_WATCH_CAPACITY = 256
+
+U = TypeVar("U", default=ThreadUpdate)
+"""What a :class:`ThreadWatch` yields: :data:`ThreadUpdate`, or with ``deltas=True``
+:data:`ThreadUpdateOrDelta`."""
 
 
 def updates_of(writes: Sequence[Write]) -> list[ThreadUpdate]:
@@ -80,7 +88,8 @@ def threads_shown(writes: Sequence[Write]) -> frozenset[str]:
 @dataclass(eq=False)
 class Watcher:
     thread_id: str
-    send: trio.MemorySendChannel[ThreadUpdate]
+    send: trio.MemorySendChannel[ThreadUpdateOrDelta]
+    deltas: bool = False  # it receives MessageDelta updates
     overflowed: bool = False
     dirty: bool = False  # a commit for its thread began since it was added
 
@@ -94,6 +103,7 @@ class WatchHub:
     """
 
     _watchers: dict[str, set[Watcher]] = field(default_factory=dict)
+    _delta_watchers: dict[str, int] = field(default_factory=dict)  # by thread, how many
     _in_flight: dict[str, int] = field(default_factory=dict)
     _quiet: dict[str, trio.Event] = field(default_factory=dict)
 
@@ -122,26 +132,35 @@ class WatchHub:
             await self._quiet.setdefault(thread_id, trio.Event()).wait()
 
     def add(
-        self, thread_id: str, capacity: int
-    ) -> tuple[Watcher, trio.MemoryReceiveChannel[ThreadUpdate]]:
-        send, receive = trio.open_memory_channel[ThreadUpdate](capacity)
-        watcher = Watcher(thread_id, send)
+        self, thread_id: str, capacity: int, *, deltas: bool = False
+    ) -> tuple[Watcher, trio.MemoryReceiveChannel[ThreadUpdateOrDelta]]:
+        send, receive = trio.open_memory_channel[ThreadUpdateOrDelta](capacity)
+        watcher = Watcher(thread_id, send, deltas)
         self._watchers.setdefault(thread_id, set()).add(watcher)
+        if deltas:
+            self._delta_watchers[thread_id] = self._delta_watchers.get(thread_id, 0) + 1
         return watcher, receive
 
     def remove(self, watcher: Watcher) -> None:
-        watchers = self._watchers.get(watcher.thread_id)
-        if watchers is not None:
+        thread_id = watcher.thread_id
+        watchers = self._watchers.get(thread_id)
+        if watchers is not None and watcher in watchers:
             watchers.discard(watcher)
             if not watchers:
-                del self._watchers[watcher.thread_id]
+                del self._watchers[thread_id]
+            if watcher.deltas:
+                left = self._delta_watchers[thread_id] - 1
+                if left:
+                    self._delta_watchers[thread_id] = left
+                else:
+                    del self._delta_watchers[thread_id]
         watcher.send.close()
 
-    def watched(self, thread_id: str) -> bool:
-        """Whether ``thread_id`` has a watcher."""
-        return thread_id in self._watchers
+    def watched_for_deltas(self, thread_id: str) -> bool:
+        """Whether ``thread_id`` has a watcher that receives :class:`MessageDelta` updates."""
+        return thread_id in self._delta_watchers
 
-    def send_to(self, watcher: Watcher, updates: Sequence[ThreadUpdate]) -> None:
+    def send_to(self, watcher: Watcher, updates: Sequence[ThreadUpdateOrDelta]) -> None:
         """Send ``updates`` to one watcher only (what it must see first), as :meth:`publish`
         does: a watcher they do not fit is dropped."""
         for update in updates:
@@ -157,9 +176,12 @@ class WatchHub:
         """Whether any thread has a watcher (else updates need not even be made)."""
         return bool(self._watchers)
 
-    def publish(self, updates: Sequence[ThreadUpdate]) -> None:
+    def publish(self, updates: Sequence[ThreadUpdateOrDelta]) -> None:
         for update in updates:
+            delta = isinstance(update, MessageDelta)
             for watcher in list(self._watchers.get(update.thread_id, ())):
+                if delta and not watcher.deltas:
+                    continue
                 try:
                     watcher.send.send_nowait(update)
                 except trio.WouldBlock:  # a slow watcher: drop it (see the module docstring)
@@ -175,14 +197,14 @@ class WatchHub:
                 self.remove(watcher)
 
 
-class ThreadWatch:
+class ThreadWatch(Generic[U]):
     """What ``async with rt.watch(thread_id) as updates`` gives: an async iterator of
     :data:`ThreadUpdate` (see the module docstring for overflow and closing)."""
 
     def __init__(
         self,
         watcher: Watcher,
-        receive: trio.MemoryReceiveChannel[ThreadUpdate],
+        receive: trio.MemoryReceiveChannel[ThreadUpdateOrDelta],
         snapshot: ThreadState | None = None,
     ) -> None:
         self._watcher = watcher
@@ -195,20 +217,20 @@ class ThreadWatch:
     def thread_id(self) -> str:
         return self._watcher.thread_id
 
-    def __aiter__(self) -> AsyncIterator[ThreadUpdate]:
+    def __aiter__(self) -> AsyncIterator[U]:
         return self
 
-    async def __anext__(self) -> ThreadUpdate:
+    async def __anext__(self) -> U:
         try:
-            return await self._receive.receive()
+            return cast(U, await self._receive.receive())
         except (trio.EndOfChannel, trio.ClosedResourceError):
             raise self._ended() from None
 
-    async def receive(self) -> ThreadUpdate:
+    async def receive(self) -> U:
         """The next update; :class:`StopAsyncIteration` once the watch ended."""
         return await self.__anext__()
 
-    def receive_nowait(self) -> ThreadUpdate:
+    def receive_nowait(self) -> U:
         """The next update if one is buffered, else ``trio.WouldBlock``;
         :class:`StopAsyncIteration` once the watch ended (:class:`WatchOverflow` if dropped).
 
@@ -217,7 +239,7 @@ class ThreadWatch:
         that point is buffered.
         """
         try:
-            return self._receive.receive_nowait()
+            return cast(U, self._receive.receive_nowait())
         except (trio.EndOfChannel, trio.ClosedResourceError):
             raise self._ended() from None
 

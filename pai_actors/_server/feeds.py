@@ -28,8 +28,15 @@ from .._core.json import JsonValue
 from .._core.parts import ToolPart
 from .._core.pending import PendingActionView
 from .._core.state import ThreadState
-from .._core.updates import MessageAppended, MessageReplaced, ThreadUpdate, ToolPartUpdated
-from .._protocol.frames import Cursor, action_wire, snapshot_frame
+from .._core.updates import (
+    MessageAppended,
+    MessageDelta,
+    MessageReplaced,
+    RunStatusChanged,
+    ThreadUpdate,
+    ToolPartUpdated,
+)
+from .._protocol.frames import Cursor, action_wire, delta_frame, snapshot_frame
 from .._protocol.replica import ThreadReplica, UpdateLog
 from .._runtime.loading import pending_action_of_part
 from .._runtime.runtime import AgentRuntime
@@ -99,6 +106,7 @@ class Subscriber:
 
     send: trio.MemorySendChannel[dict[str, JsonValue]]
     receive: trio.MemoryReceiveChannel[dict[str, JsonValue]]
+    deltas: bool = False  # it gets the ``delta`` frames
     overflowed: bool = False
     reason: str | None = None
 
@@ -115,6 +123,8 @@ class Feed:
     idle_since: float | None = None
     agent: AgentDefinition | None = None  # the thread's agent
     runs: dict[str, str] = field(default_factory=dict)  # message id -> run id
+    # The message a model step is streaming: (message id, run id) -> part -> text so far
+    streaming: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
 
 
 class FeedHub:
@@ -145,10 +155,12 @@ class FeedHub:
         return len(self._feeds)
 
     async def subscribe(
-        self, thread_id: str, cursor: Cursor | None
+        self, thread_id: str, cursor: Cursor | None, *, deltas: bool = False
     ) -> tuple[Subscriber, list[dict[str, JsonValue]]]:
         """Watch ``thread_id`` from ``cursor``: the subscriber and the frames it starts with
-        (those after the cursor, or a snapshot). Raises what the runtime's watch raises."""
+        (those after the cursor, or a snapshot; with ``deltas``, then the text and reasoning
+        a model step has streamed so far, one ``delta`` frame each). Raises what the
+        runtime's watch raises."""
         feed = self._feeds.get(thread_id)
         if feed is None:
             feed = Feed(thread_id)
@@ -170,8 +182,10 @@ class FeedHub:
                     list(replica.pending_actions()),
                 )
             ]
+        if deltas:
+            frames = [*frames, *_so_far(feed)]
         send, receive = trio.open_memory_channel[dict[str, JsonValue]](self._subscriber_capacity)
-        subscriber = Subscriber(send, receive)
+        subscriber = Subscriber(send, receive, deltas)
         feed.subscribers.add(subscriber)
         feed.idle_since = None
         return subscriber, frames
@@ -196,7 +210,7 @@ class FeedHub:
         try:
             with feed.scope:
                 async with self._rt.watch(
-                    feed.thread_id, snapshot=True, capacity=_RUNTIME_WATCH_CAPACITY
+                    feed.thread_id, snapshot=True, capacity=_RUNTIME_WATCH_CAPACITY, deltas=True
                 ) as updates:
                     assert updates.snapshot is not None
                     feed.agent = self._rt.agent_of(await self._rt.get_thread(feed.thread_id))
@@ -218,6 +232,9 @@ class FeedHub:
                     feed.ready.set()
                     try:
                         async for update in updates:
+                            if isinstance(update, MessageDelta):
+                                self._publish_delta(feed, update)
+                                continue
                             await self._index(feed, update)
                             self._publish(feed, log, update)
                     except WatchOverflow:
@@ -261,12 +278,28 @@ class FeedHub:
             return
         feed.runs.update(await self._rt.message_runs(feed.thread_id))
 
+    def _publish_delta(self, feed: Feed, update: MessageDelta) -> None:
+        """Keep the fragment (for subscribers that join mid-step) and send it to the
+        subscribers that take deltas."""
+        so_far = feed.streaming.setdefault((update.message_id, update.run_id), {})
+        so_far[update.part] = so_far.get(update.part, "") + update.delta
+        self._send(feed, delta_frame(feed.thread_id, update.to_wire()), deltas_only=True)
+
     def _publish(self, feed: Feed, log: UpdateLog, update: Any) -> None:
+        if feed.streaming and isinstance(
+            update, MessageAppended | MessageReplaced | RunStatusChanged
+        ):
+            _end_streaming(feed, update)
         action, actions = update_actions(self._rt, update, feed)
         frame = log.append(update.to_wire(), action, actions)
         assert feed.replica is not None
         feed.replica.apply(frame)
+        self._send(feed, frame)
+
+    def _send(self, feed: Feed, frame: dict[str, JsonValue], *, deltas_only: bool = False) -> None:
         for subscriber in list(feed.subscribers):
+            if deltas_only and not subscriber.deltas:
+                continue
             try:
                 subscriber.send.send_nowait(frame)
             except trio.WouldBlock:
@@ -275,3 +308,37 @@ class FeedHub:
                 subscriber.send.close()
             except (trio.ClosedResourceError, trio.BrokenResourceError):
                 feed.subscribers.discard(subscriber)
+
+
+def _so_far(feed: Feed) -> list[dict[str, JsonValue]]:
+    """The text and reasoning a model step of the feed's thread has streamed so far, as
+    ``delta`` frames (reasoning first, as it streams first)."""
+    frames: list[dict[str, JsonValue]] = []
+    for (message_id, run_id), parts in feed.streaming.items():
+        for part in ("reasoning", "text"):
+            if parts.get(part):
+                update = MessageDelta(
+                    thread_id=feed.thread_id,
+                    run_id=run_id,
+                    message_id=message_id,
+                    part=part,
+                    delta=parts[part],
+                )
+                frames.append(delta_frame(feed.thread_id, update.to_wire()))
+    return frames
+
+
+def _end_streaming(
+    feed: Feed, update: MessageAppended | MessageReplaced | RunStatusChanged
+) -> None:
+    """Forget the streamed text of a message once it is stored (or its run stopped)."""
+    if isinstance(update, RunStatusChanged):
+        if update.run.status != "running":
+            for key in [k for k in feed.streaming if k[1] == update.run.run_id]:
+                del feed.streaming[key]
+        return
+    # (a step that streams a tool call's input appends its message early, without text)
+    message = update.message
+    if message.role == "assistant" and any(p.type in ("text", "reasoning") for p in message.parts):
+        for key in [k for k in feed.streaming if k[0] == update.message.id]:
+            del feed.streaming[key]

@@ -393,7 +393,9 @@ class _Connection:
     ) -> list[JsonValue]:
         await self._in_scope(request.thread_id)
         self._unwatch(request.thread_id)
-        subscriber, frames = await self._feeds.subscribe(request.thread_id, request.cursor)
+        subscriber, frames = await self._feeds.subscribe(
+            request.thread_id, request.cursor, deltas=request.deltas
+        )
         scope = trio.CancelScope()
         self._watches[request.thread_id] = (subscriber, scope)
         nursery = self._nursery

@@ -3,15 +3,20 @@ conversation, the spec strings, the environment, and keys kept out of reprs."""
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import pytest
 import trio
 
 from pai_actors import (
     DefinitionError,
     ModelAssistantMessage,
+    ModelProtocolError,
     ModelProviderError,
     ModelReasoningPart,
     ModelRequest,
+    ModelSettings,
     ModelSystemMessage,
     ModelTextPart,
     ModelTool,
@@ -179,6 +184,88 @@ async def test_settings_are_sent() -> None:
             await events_of(model, CONVERSATION)
     body = server.requests[0].body
     assert (body["temperature"], body["max_tokens"], body["seed"]) == (0.2, 64, 7)
+
+
+REQUEST_SETTINGS = ModelSettings(
+    temperature=0.5, top_p=0.9, max_tokens=32, tool_choice="get_weather", parallel_tool_calls=False
+)
+
+
+async def body_with(name: str, settings: ModelSettings, **options: Any) -> dict[str, Any]:
+    [provider] = [p for p in PROVIDERS if p.name == name]
+    request = dataclasses.replace(CONVERSATION, settings=settings)
+    with trio.fail_after(20):
+        async with open_provider_server() as server:
+            server.reply(Reply(provider.fixture("text")))
+            await events_of(provider.make(server.url, **options), request)
+    body: dict[str, Any] = server.requests[0].body
+    return body
+
+
+async def test_request_settings_reach_each_provider_in_its_own_words() -> None:
+    chat = await body_with("openai_chat", REQUEST_SETTINGS, temperature=0.1, max_tokens=64)
+    assert {k: chat[k] for k in ("temperature", "top_p", "max_tokens", "parallel_tool_calls")} == {
+        "temperature": 0.5,
+        "top_p": 0.9,
+        "max_tokens": 32,
+        "parallel_tool_calls": False,
+    }
+    assert chat["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
+    responses = await body_with("openai_responses", REQUEST_SETTINGS)
+    assert (responses["max_output_tokens"], responses["temperature"]) == (32, 0.5)
+    assert responses["tool_choice"] == {"type": "function", "name": "get_weather"}
+    assert responses["parallel_tool_calls"] is False
+    anthropic_settings = dataclasses.replace(REQUEST_SETTINGS, temperature=None, top_p=None)
+    anthropic = await body_with("anthropic", anthropic_settings)
+    assert anthropic["max_tokens"] == 32
+    assert anthropic["tool_choice"] == {
+        "type": "tool",
+        "name": "get_weather",
+        "disable_parallel_tool_use": True,
+    }
+
+
+async def test_unset_request_settings_leave_the_adapters_own() -> None:
+    chat = await body_with("openai_chat", ModelSettings(stop=("END",), seed=3), temperature=0.1)
+    assert (chat["temperature"], chat["stop"], chat["seed"]) == (0.1, ["END"], 3)
+    assert "tool_choice" not in chat
+    assert "parallel_tool_calls" not in chat
+    anthropic = await body_with("anthropic", ModelSettings(tool_choice="required", stop=("X",)))
+    assert anthropic["tool_choice"] == {"type": "any"}
+    assert anthropic["stop_sequences"] == ["X"]
+
+
+@pytest.mark.parametrize(
+    ("name", "settings", "missing"),
+    [
+        ("openai_responses", ModelSettings(stop=("END",)), "stop"),
+        ("openai_responses", ModelSettings(seed=1), "seed"),
+        ("anthropic", ModelSettings(seed=1), "seed"),
+        ("anthropic", ModelSettings(temperature=0.3), "temperature"),
+    ],
+)
+async def test_a_setting_the_api_has_not_is_a_clear_error(
+    name: str, settings: ModelSettings, missing: str
+) -> None:
+    [provider] = [p for p in PROVIDERS if p.name == name]
+    request = dataclasses.replace(CONVERSATION, settings=settings)
+    with trio.fail_after(20):
+        async with open_provider_server() as server:
+            with pytest.raises(ModelProviderError, match=f"has no '{missing}' setting"):
+                await events_of(provider.make(server.url), request)
+    assert server.requests == []  # refused before anything was sent
+
+
+def test_model_settings_check_their_values_and_merge() -> None:
+    with pytest.raises(ModelProtocolError, match="max_tokens"):
+        ModelSettings(max_tokens=0)
+    with pytest.raises(ModelProtocolError, match="stop"):
+        ModelSettings(stop="END")  # type: ignore[arg-type]
+    merged = ModelSettings(temperature=0.2).over(ModelSettings(temperature=0.9, max_tokens=5))
+    assert merged == ModelSettings(temperature=0.2, max_tokens=5)
+    assert ModelSettings.from_json(merged.to_json()) == merged
+    assert ModelSettings(tool_choice="required").forced_tool is None
+    assert ModelSettings(tool_choice="lookup").forced_tool == "lookup"
 
 
 # -- specs, environment, keys ------------------------------------------------------------------

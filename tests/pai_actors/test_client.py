@@ -23,9 +23,13 @@ import trio
 from trio_websocket import ConnectionRejected
 
 from pai_actors import (
+    Finish,
     MessageAppended,
     MessageDelta,
+    ModelEvent,
+    ModelRequest,
     RunStatusChanged,
+    TextDelta,
     ThreadUpdate,
     ToolDataUpdated,
     ToolPartUpdated,
@@ -45,6 +49,7 @@ from pai_actors.server import Identity, open_server
 from .protocol_app import (
     ALICE,
     BOB,
+    App,
     Relay,
     Served,
     authenticate,
@@ -153,7 +158,11 @@ async def test_a_watch_applies_updates_live_and_resolves_the_action_a_part_shows
         async with serving() as s, open_client(s.url, token=ALICE) as client:
             thread = await client.create_thread()
             seen: list[ThreadUpdate | ThreadResynced] = []
-            async with s.rt.watch(thread.thread_id) as truth, thread.watch() as updates:
+            async with (
+                s.rt.watch(thread.thread_id, deltas=True) as truth,
+                thread.watch(deltas=True) as updates,
+                thread.watch() as plain,
+            ):
                 await thread.send("invoice ACME")
                 await collect_until(updates, lambda _: bool(thread.pending_actions()), seen)
                 state = thread.get_state()
@@ -170,6 +179,8 @@ async def test_a_watch_applies_updates_live_and_resolves_the_action_a_part_shows
                 await collect_until(updates, completed, seen)
                 live = thread.get_state()
                 expected = drain(truth)
+                without_deltas: list[ThreadUpdate | ThreadResynced] = []
+                await collect_until(plain, completed, without_deltas)  # buffered meanwhile
                 fresh = await thread.refresh()
             stored = await s.rt.get_state(thread.thread_id)
     # Every update, once and in order, as the runtime published it, transient data included.
@@ -179,6 +190,10 @@ async def test_a_watch_applies_updates_live_and_resolves_the_action_a_part_shows
     streamed = [u for u in seen if isinstance(u, MessageDelta) and u.message_id == answer.id]
     assert streamed
     assert "".join(u.delta for u in streamed) == answer.parts[-1].text  # type: ignore[union-attr]
+    # A watch that did not ask for deltas gets the same updates without them.
+    assert [wire(u) for u in without_deltas] == [
+        wire(u) for u in seen if not isinstance(u, MessageDelta)
+    ]
     assert [u.item.value for u in seen if isinstance(u, ToolDataUpdated)] == [
         {"step": "upload 50%"},
         {"step": "upload 100%"},
@@ -431,3 +446,57 @@ async def test_a_client_forgets_the_threads_the_application_dropped() -> None:
             gc.collect()
             assert list(client._threads) == [kept.thread_id]
             assert await client.thread(kept.thread_id) is kept
+
+
+class GatedApp(App):
+    """The protocol app, whose model writes ``Hel``, waits for ``gate``, then ``lo``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = trio.Event()
+
+    def model(self) -> Any:
+        gate = self.gate
+
+        class Gated:
+            async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+                yield TextDelta("Hel")
+                await gate.wait()
+                yield TextDelta("lo")
+                yield Finish("stop")
+
+        return Gated()
+
+
+def is_delta(update: ThreadUpdate | ThreadResynced) -> bool:
+    return isinstance(update, MessageDelta)
+
+
+def is_answer(update: ThreadUpdate | ThreadResynced) -> bool:
+    return isinstance(update, MessageAppended) and update.message.role == "assistant"
+
+
+async def test_a_client_watching_mid_step_gets_the_text_so_far_then_the_rest() -> None:
+    app = GatedApp()
+    with trio.fail_after(10):
+        async with (
+            serving(app=app) as s,
+            open_client(s.url, token=ALICE) as first,
+            open_client(s.url, token=ALICE) as second,
+        ):
+            thread = await first.create_thread()
+            early: list[ThreadUpdate | ThreadResynced] = []
+            async with thread.watch(deltas=True) as updates:
+                await thread.send("hello")
+                await collect_until(updates, is_delta, early)
+                late: list[ThreadUpdate | ThreadResynced] = []
+                joined = await second.thread(thread.thread_id)
+                async with joined.watch(deltas=True) as later:
+                    app.gate.set()
+                    await collect_until(later, is_answer, late)
+                await collect_until(updates, is_answer, early)
+    assert [u.delta for u in early if isinstance(u, MessageDelta)] == ["Hel", "lo"]
+    assert [u.delta for u in late if isinstance(u, MessageDelta)] == ["Hel", "lo"]
+    [answer] = [u for u in late if is_answer(u)]
+    assert answer.message.parts[0].text == "Hello"  # type: ignore[union-attr]
+    assert "Hello" not in str(joined.get_state().messages[:-1])  # deltas are not state

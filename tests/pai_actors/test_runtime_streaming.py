@@ -71,15 +71,16 @@ async def test_watchers_see_the_text_as_it_streams_and_a_late_one_gets_it_so_far
     model = GatedModel()
     async with create_test_runtime(agent, model=model) as rt:
         thread_id = await rt.create_thread(scope_key="s")
-        async with rt.watch(thread_id) as early:
+        async with rt.watch(thread_id, deltas=True) as early, rt.watch(thread_id) as plain:
             await rt.send(thread_id, "hi")
             await model.started.wait()
             # the step is streaming: its fragments so far are buffered for the early watcher
             first = [early.receive_nowait() for _ in range(3)]  # run-status, user msg, ...
-            async with rt.watch(thread_id) as late:
+            async with rt.watch(thread_id, deltas=True) as late:
                 model.gate.set()
                 early_rest = await until_appended(early)
                 late_all = await until_appended(late)
+                plain_all = await until_appended(plain)
         state = await rt.get_state(thread_id)
     early_all = first + early_rest
     assert deltas(early_all) == [("reasoning", "think"), ("text", "Hel"), ("text", "lo")]
@@ -95,6 +96,9 @@ async def test_watchers_see_the_text_as_it_streams_and_a_late_one_gets_it_so_far
     stored = state.messages[-1]
     assert message_delta.message_id == stored.id
     assert stored.parts == (ReasoningPart(text="think"), TextPart(text="Hello"))
+    # a watch that did not ask for deltas sees the stored changes only
+    assert deltas(plain_all) == []
+    assert [type(u).__name__ for u in plain_all][-1] == "MessageAppended"
     # deltas are never stored: the stored state has no trace of them
     assert [m.role for m in state.messages] == ["user", "assistant"]
 
