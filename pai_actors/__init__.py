@@ -57,6 +57,7 @@ from ._core.model import FinishReason as FinishReason
 from ._core.model import Model as Model
 from ._core.model import ModelAssistantMessage as ModelAssistantMessage
 from ._core.model import ModelEvent as ModelEvent
+from ._core.model import ModelFilePart as ModelFilePart
 from ._core.model import ModelMessage as ModelMessage
 from ._core.model import ModelReasoningPart as ModelReasoningPart
 from ._core.model import ModelRequest as ModelRequest
@@ -78,6 +79,7 @@ from ._core.model import ToolInputStart as ToolInputStart
 from ._core.model import ToolResultOutput as ToolResultOutput
 from ._core.model import Usage as Usage
 from ._core.parts import CancelledInfo as CancelledInfo
+from ._core.parts import FilePart as FilePart
 from ._core.parts import Message as Message
 from ._core.parts import ReasoningPart as ReasoningPart
 from ._core.parts import SuspensionView as SuspensionView
@@ -179,6 +181,7 @@ __all__ = [
     "DefinitionError",
     "DescriptionContext",
     "FileNotFound",
+    "FilePart",
     "FileTooLarge",
     "Finish",
     "FinishReason",
@@ -195,6 +198,7 @@ __all__ = [
     "Model",
     "ModelAssistantMessage",
     "ModelEvent",
+    "ModelFilePart",
     "ModelMessage",
     "ModelProtocolError",
     "ModelProviderError",

@@ -20,7 +20,7 @@ from typing_extensions import TypeVar
 from .._core.client_tool import ClientTool
 from .._core.errors import WatchOverflow
 from .._core.json import JsonValue
-from .._core.parts import Message, ToolPart
+from .._core.parts import FilePart, Message, ToolPart
 from .._core.pending import PendingActionView
 from .._core.state import RunState, ThreadState
 from .._core.updates import ThreadUpdate, ThreadUpdateOrDelta
@@ -125,14 +125,24 @@ class ClientThread:
         *,
         client_data: JsonValue = None,
         client_tools: Sequence[ClientTool] = (),
+        files: Sequence[FilePart] = (),
     ) -> str:
-        """Send the user's ``text`` and return the run's id."""
+        """Send the user's ``text`` (and ``files``, :class:`FilePart` values) and return the
+        run's id."""
         tools: list[JsonValue] = [
             {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
             for t in client_tools
         ]
+        fields: dict[str, JsonValue] = {}
+        if files:
+            fields["files"] = [file.to_wire() for file in files]
         result = await self._client.request(
-            "send", threadId=self.thread_id, text=text, clientData=client_data, clientTools=tools
+            "send",
+            threadId=self.thread_id,
+            text=text,
+            clientData=client_data,
+            clientTools=tools,
+            **fields,
         )
         return str(result["runId"])
 

@@ -208,14 +208,42 @@ class ModelSystemMessage:
 
 
 @dataclass(frozen=True, slots=True)
-class ModelUserMessage:
-    """What the user wrote."""
+class ModelFilePart:
+    """A file the user sent, inside a :class:`ModelUserMessage`: its media type, its
+    ``data:`` or ``http(s):`` URL, and its file name if it has one."""
 
-    text: str
-    role: ClassVar[Literal["user"]] = "user"
+    media_type: str
+    url: str
+    filename: str | None = None
 
     def to_wire(self) -> dict[str, JsonValue]:
-        return {"role": "user", "content": [{"type": "text", "text": self.text}]}
+        wire: dict[str, JsonValue] = {"type": "file", "mediaType": self.media_type}
+        wire["data"] = self.url
+        if self.filename is not None:
+            wire["filename"] = self.filename
+        return wire
+
+
+@dataclass(frozen=True, slots=True)
+class ModelUserMessage:
+    """What the user wrote, and the files they sent with it."""
+
+    text: str
+    files: Sequence[ModelFilePart] = ()
+    role: ClassVar[Literal["user"]] = "user"
+
+    def __post_init__(self) -> None:
+        for file in self.files:
+            if not isinstance(file, ModelFilePart):
+                raise ModelProtocolError(
+                    f"ModelUserMessage files cannot hold {file!r}; give ModelFilePart values"
+                )
+        object.__setattr__(self, "files", tuple(self.files))
+
+    def to_wire(self) -> dict[str, JsonValue]:
+        content: list[JsonValue] = [{"type": "text", "text": self.text}]
+        content.extend(file.to_wire() for file in self.files)
+        return {"role": "user", "content": content}
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """Messages and their parts: the client projection of a thread (the AI SDK ``UIMessage`` shape).
 
-A :class:`Message` holds :class:`TextPart`, :class:`ReasoningPart` and :class:`ToolPart`
-values. A tool part is the
+A :class:`Message` holds :class:`TextPart`, :class:`ReasoningPart`, :class:`FilePart`
+(a user's files) and :class:`ToolPart` values. A tool part is the
 AI SDK's native, state-discriminated tool part (``type == "tool-<toolName>"`` for a registered
 tool, ``"dynamic-tool"`` with ``toolName`` for a request-time one) plus the pai sidecars
 ``data``, ``suspensions``, ``pendingSuspension`` and ``cancelled``. Each field lives on the
@@ -63,6 +63,41 @@ class ReasoningPart(WireModel):
         wire: dict[str, JsonValue] = {"type": "reasoning", "text": self.text}
         if self.provider_metadata is not None:
             wire["providerMetadata"] = {k: dict(v) for k, v in self.provider_metadata.items()}
+        return wire
+
+
+class FilePart(WireModel):
+    """A file the user sent with a message (the AI SDK's file part):
+    ``{"type": "file", "mediaType": ..., "url": ..., "filename"?: ...}``. ``url`` is a
+    ``data:`` URL holding the file, or an ``http(s):`` URL the provider fetches;
+    ``media_type`` is its IANA media type (``image/png``, ``application/pdf``)."""
+
+    type: Literal["file"] = "file"
+    media_type: str
+    url: str
+    filename: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> FilePart:
+        if "/" not in self.media_type.strip("/"):
+            raise ValueError(
+                f"media_type {self.media_type!r} is not a media type such as 'image/png'"
+            )
+        if not self.url.startswith(("data:", "https://", "http://")):
+            raise ValueError(
+                f"url {self.url[:40]!r} is neither a data: URL nor an http(s): URL; give the "
+                "file as 'data:<media type>;base64,<data>' or a URL the provider can fetch"
+            )
+        return self
+
+    def to_wire(self) -> dict[str, JsonValue]:
+        wire: dict[str, JsonValue] = {
+            "type": "file",
+            "mediaType": self.media_type,
+            "url": self.url,
+        }
+        if self.filename is not None:
+            wire["filename"] = self.filename
         return wire
 
 
@@ -316,12 +351,13 @@ def get_tool_name(part: ToolPart | Mapping[str, Any]) -> str:
 
 def _part_kind(value: Any) -> str:
     kind = value.get("type") if isinstance(value, Mapping) else getattr(value, "type", None)
-    return kind if kind in ("text", "reasoning") else "tool"
+    return kind if kind in ("text", "reasoning", "file") else "tool"
 
 
 Part: TypeAlias = Annotated[
     Annotated[TextPart, Tag("text")]
     | Annotated[ReasoningPart, Tag("reasoning")]
+    | Annotated[FilePart, Tag("file")]
     | Annotated[ToolPart, Tag("tool")],
     Discriminator(_part_kind),
 ]

@@ -35,6 +35,7 @@ from .._core.model import (
     FinishReason,
     ModelAssistantMessage,
     ModelEvent,
+    ModelFilePart,
     ModelReasoningPart,
     ModelRequest,
     ModelSystemMessage,
@@ -51,7 +52,15 @@ from .._core.model import (
     Usage,
 )
 from .base import ProviderModel, StreamReader, import_sdk
-from .common import OpenCall, malformed, parse_tool_input, stream_error, unsupported_setting
+from .common import (
+    OpenCall,
+    data_url,
+    malformed,
+    parse_tool_input,
+    stream_error,
+    unsupported_file,
+    unsupported_setting,
+)
 from .openai_chat import result_text
 
 DEFAULT_MAX_TOKENS = 4096
@@ -67,7 +76,9 @@ _STOP: dict[str, FinishReason] = {
 }
 
 
-def to_anthropic_request(request: ModelRequest) -> dict[str, JsonValue]:
+def to_anthropic_request(
+    request: ModelRequest, provider: str = "anthropic"
+) -> dict[str, JsonValue]:
     """The ``system``, ``messages`` and ``tools`` of a Messages request (pure)."""
     system = [request.instructions] if request.instructions else []
     messages: list[JsonValue] = []
@@ -78,7 +89,8 @@ def to_anthropic_request(request: ModelRequest) -> dict[str, JsonValue]:
             else:
                 system.append(message.text)
         elif isinstance(message, ModelUserMessage):
-            messages.append({"role": "user", "content": [_text(message.text)]})
+            content = [_text(message.text), *(_file_block(f, provider) for f in message.files)]
+            messages.append({"role": "user", "content": content})
         elif isinstance(message, ModelAssistantMessage):
             blocks: list[JsonValue] = []
             for part in message.parts:
@@ -124,6 +136,31 @@ def to_anthropic_request(request: ModelRequest) -> dict[str, JsonValue]:
             for name, tool in request.tools.items()
         ]
     return body
+
+
+def _file_block(file: ModelFilePart, provider: str) -> JsonValue:
+    """A user's file as an ``image`` or (a PDF, plain text) ``document`` block, from its
+    base64 data or its URL."""
+    if file.media_type.startswith("image/"):
+        kind = "image"
+    elif file.media_type in ("application/pdf", "text/plain"):
+        kind = "document"
+    else:
+        raise unsupported_file(
+            provider, "Anthropic Messages", file, "(it takes images, PDFs and plain text)"
+        )
+    inline = data_url(file.url)
+    source: dict[str, JsonValue]
+    if inline is not None:
+        source = {"type": "base64", "media_type": inline[0] or file.media_type, "data": inline[1]}
+    elif file.url.startswith("data:"):
+        raise unsupported_file(provider, "Anthropic Messages", file, "as a data: URL not base64")
+    else:
+        source = {"type": "url", "url": file.url}
+    block: dict[str, JsonValue] = {"type": kind, "source": source}
+    if kind == "document" and file.filename is not None:
+        block["title"] = file.filename
+    return block
 
 
 def _text(text: str) -> JsonValue:
@@ -318,7 +355,7 @@ class AnthropicModel(ProviderModel):
         params: dict[str, Any] = {
             "model": self.model,
             "max_tokens": settings.max_tokens or self.max_tokens,
-            **to_anthropic_request(request),
+            **to_anthropic_request(request, self.provider),
             "stream": True,
         }
         if settings.stop is not None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from .._core.errors import ModelProviderError
 from .._core.json import JsonValue
+from .._core.model import ModelFilePart
 
 
 def _reject_constant(name: str) -> float:
@@ -86,3 +87,22 @@ def unsupported_setting(provider: str, api: str, name: str) -> ModelProviderErro
         provider=provider,
         code="unsupported_setting",
     )
+
+
+def unsupported_file(provider: str, api: str, file: ModelFilePart, what: str) -> ModelProviderError:
+    """The error for a user's file the provider's API cannot take as given."""
+    name = f" {file.filename!r}" if file.filename else ""
+    return ModelProviderError(
+        f"{provider}: the {api} API cannot take the user's file{name} ({file.media_type}) {what}",
+        provider=provider,
+        code="unsupported_file",
+    )
+
+
+def data_url(url: str) -> tuple[str, str] | None:
+    """``(media type, base64 data)`` of a base64 ``data:`` URL, else ``None``."""
+    if not url.startswith("data:"):
+        return None
+    header, _, data = url[5:].partition(",")
+    media_type, _, encoding = header.partition(";")
+    return (media_type, data) if encoding == "base64" else None

@@ -44,7 +44,7 @@ from .._core.model import (
     Usage,
 )
 from .base import ProviderModel, StreamReader, import_sdk
-from .common import OpenCall, malformed, parse_tool_input, stream_error
+from .common import OpenCall, malformed, parse_tool_input, stream_error, unsupported_file
 
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
@@ -72,7 +72,31 @@ def result_text(output: ToolResultOutput) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def to_chat_request(request: ModelRequest) -> dict[str, JsonValue]:
+def _chat_user(message: ModelUserMessage, provider: str) -> JsonValue:
+    """A user message: its text alone, or its text and files as content parts (an image as
+    ``image_url``; any other file as ``file``, which the API takes only as data)."""
+    if not message.files:
+        return {"role": "user", "content": message.text}
+    content: list[JsonValue] = [{"type": "text", "text": message.text}]
+    for file in message.files:
+        if file.media_type.startswith("image/"):
+            content.append({"type": "image_url", "image_url": {"url": file.url}})
+        elif file.url.startswith("data:"):
+            entry: dict[str, JsonValue] = {"file_data": file.url}
+            if file.filename is not None:
+                entry["filename"] = file.filename
+            content.append({"type": "file", "file": entry})
+        else:
+            raise unsupported_file(
+                provider,
+                "Chat Completions",
+                file,
+                "by URL: only images are fetched; send other files as data: URLs",
+            )
+    return {"role": "user", "content": content}
+
+
+def to_chat_request(request: ModelRequest, provider: str = "openai") -> dict[str, JsonValue]:
     """The ``messages`` and ``tools`` of a Chat Completions request (pure)."""
     messages: list[JsonValue] = []
     if request.instructions:
@@ -81,7 +105,7 @@ def to_chat_request(request: ModelRequest) -> dict[str, JsonValue]:
         if isinstance(message, ModelSystemMessage):
             messages.append({"role": "system", "content": message.text})
         elif isinstance(message, ModelUserMessage):
-            messages.append({"role": "user", "content": message.text})
+            messages.append(_chat_user(message, provider))
         elif isinstance(message, ModelAssistantMessage):
             text = "".join(p.text for p in message.parts if isinstance(p, ModelTextPart))
             calls: list[JsonValue] = [
@@ -277,7 +301,7 @@ class OpenAIChatModel(ProviderModel):
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
             "model": self.model,
-            **to_chat_request(request),
+            **to_chat_request(request, self.provider),
             "stream": True,
             "stream_options": {"include_usage": True},
         }

@@ -61,9 +61,17 @@ def to_responses_request(request: ModelRequest) -> dict[str, JsonValue]:
         if isinstance(message, ModelSystemMessage):
             items.append({"role": "system", "content": message.text})
         elif isinstance(message, ModelUserMessage):
-            items.append(
-                {"role": "user", "content": [{"type": "input_text", "text": message.text}]}
-            )
+            content: list[JsonValue] = [{"type": "input_text", "text": message.text}]
+            for file in message.files:
+                if file.media_type.startswith("image/"):
+                    content.append({"type": "input_image", "image_url": file.url})
+                else:
+                    given: dict[str, JsonValue] = {"type": "input_file"}
+                    given["file_data" if file.url.startswith("data:") else "file_url"] = file.url
+                    if file.filename is not None:
+                        given["filename"] = file.filename
+                    content.append(given)
+            items.append({"role": "user", "content": content})
         elif isinstance(message, ModelAssistantMessage):
             for part in message.parts:
                 if isinstance(part, ModelTextPart) and part.text:

@@ -32,6 +32,7 @@ from pydantic_core import core_schema
 
 from .._core.actions import ActionResult, PendingActionRef
 from .._core.json import MAX_SAFE_INTEGER, JsonValue
+from .._core.parts import FilePart
 from .._core.wire import Json, WireModel
 
 PROTOCOL_VERSION = 1
@@ -104,6 +105,7 @@ class SendRequest(_Request):
     text: str
     client_data: Json = None
     client_tools: tuple[ClientToolSpec, ...] = ()
+    files: tuple[FilePart, ...] = ()
 
 
 class GetStateRequest(_Request):

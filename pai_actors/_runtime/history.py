@@ -16,6 +16,7 @@ from .._core.errors import ToolPreparationError
 from .._core.json import JsonValue, to_json_value
 from .._core.model import (
     ModelAssistantMessage,
+    ModelFilePart,
     ModelMessage,
     ModelReasoningPart,
     ModelSystemMessage,
@@ -27,7 +28,7 @@ from .._core.model import (
     ToolResultOutput,
     check_tool_result_output,
 )
-from .._core.parts import Message, ReasoningPart, TextPart, ToolPart
+from .._core.parts import FilePart, Message, ReasoningPart, TextPart, ToolPart
 from .._tools.registration import ToolRegistration, call_callback
 
 
@@ -39,7 +40,12 @@ async def model_messages(
     for message in messages:
         text = "".join(p.text for p in message.parts if isinstance(p, TextPart))
         if message.role == "user":
-            out.append(ModelUserMessage(text))
+            files = [
+                ModelFilePart(part.media_type, part.url, part.filename)
+                for part in message.parts
+                if isinstance(part, FilePart)
+            ]
+            out.append(ModelUserMessage(text, files))
         elif message.role == "system":
             out.append(ModelSystemMessage(text))
         else:
@@ -50,7 +56,11 @@ async def model_messages(
                     calls.append(ModelTextPart(part.text))
                 elif isinstance(part, ReasoningPart):  # given back: a provider may need it
                     calls.append(ModelReasoningPart(part.text, part.provider_metadata))
-                elif part.state in ("output-available", "output-error", "output-denied"):
+                elif isinstance(part, ToolPart) and part.state in (
+                    "output-available",
+                    "output-error",
+                    "output-denied",
+                ):
                     given = part.input if part.raw_input is None else part.raw_input
                     calls.append(ModelToolCallPart(part.tool_call_id, part.tool_name, given))
                     registration = (

@@ -292,7 +292,7 @@ async def read_step(
 def step_settings(live: LiveRun) -> ModelSettings:
     """The settings of the run's model steps: the request's (stored with the run) over the
     agent's."""
-    agent_settings = getattr(live.agent, "model_settings", None)
+    agent_settings = live.agent.model_settings
     stored = live.run.model_settings
     if stored is None:
         return agent_settings or ModelSettings()

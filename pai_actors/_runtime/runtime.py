@@ -61,7 +61,7 @@ from .._core.errors import (
 from .._core.ids import IdMaker
 from .._core.json import to_json_value
 from .._core.model import Model, ModelSettings
-from .._core.parts import Message, TextPart, ToolPart
+from .._core.parts import FilePart, Message, TextPart, ToolPart
 from .._core.pending import PendingActionView
 from .._core.records import ClientToolRecord, RunRecord, StoredCall, StoredFileBody, ThreadRecord
 from .._core.state import RunState, RunStatus, ThreadState
@@ -707,8 +707,11 @@ class AgentRuntime:
         client_data: Any = None,
         client_tools: Sequence[ClientTool] = (),
         model_settings: ModelSettings | None = None,
+        files: Sequence[FilePart] = (),
     ) -> str:
-        """Append the user's ``text`` and start a run; return its ``run_id``.
+        """Append the user's ``text`` (and ``files``: :class:`FilePart` values, the images
+        and documents the user sent, given to the model with the text) and start a run;
+        return its ``run_id``.
 
         A thread has one run at a time: :class:`ThreadBusy` if one is running or waiting.
         :class:`MigrationRequired` if the thread holds an unfinished call of a tool that is
@@ -721,6 +724,13 @@ class AgentRuntime:
         values and the model is offered the same client tools and settings when a later
         runtime continues the run.
         """
+        files = tuple(files)
+        for file in files:
+            if not isinstance(file, FilePart):
+                raise TypeError(
+                    f"send(files=...) takes FilePart values, got {file!r}; e.g. "
+                    "FilePart(media_type='image/png', url='data:image/png;base64,...')"
+                )
         if model_settings is not None and not isinstance(model_settings, ModelSettings):
             raise TypeError(
                 f"send(model_settings=...) takes a ModelSettings, got {model_settings!r}"
@@ -754,7 +764,7 @@ class AgentRuntime:
                 model_settings=None if model_settings is None else model_settings.to_json(),
             )
             message = Message(
-                id=self._new_id("msg", thread_id), role="user", parts=(TextPart(text=text),)
+                id=self._new_id("msg", thread_id), role="user", parts=(TextPart(text=text), *files)
             )
             self._check_open()
             try:

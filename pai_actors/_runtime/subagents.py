@@ -30,6 +30,7 @@ from .._core.model import (
     ModelAssistantMessage,
     ModelMessage,
     ModelRequest,
+    ModelSettings,
     ModelTextPart,
     ModelToolCallPart,
     ModelToolMessage,
@@ -79,7 +80,12 @@ class _SubRun:
                 identity=live.identity,
                 client_data=live.client_data,
             )
-            request = ModelRequest(agent.instructions, list(messages), dict(prepared.tools))
+            request = ModelRequest(
+                agent.instructions,
+                list(messages),
+                dict(prepared.tools),
+                agent.model_settings or ModelSettings(),
+            )
             try:
                 step = await accumulate_step(services.models[self.agent_id].stream(request))
             except Exception as exc:

@@ -326,6 +326,7 @@ class _Connection:
                 identity=self.identity.to_json(),
                 client_data=request.client_data,
                 client_tools=tools,
+                files=request.files,
             )
             return {"runId": run_id}
         if isinstance(request, GetStateRequest):

@@ -23,7 +23,7 @@ from .._core.client_tool import check_tool_name
 from .._core.errors import DefinitionError, RuntimeConfigError
 from .._core.ids import check_id
 from .._core.json import JsonValue
-from .._core.model import Model
+from .._core.model import Model, ModelSettings
 from .._models.spec import model_from_spec
 from .registration import ToolRegistration, as_registration
 from .tool import ToolDefinition, ToolWireSpec
@@ -54,7 +54,8 @@ class AgentDefinition:
     ``tools`` maps each model-facing tool name to its :class:`ToolRegistration` (a bare
     definition given to ``define_agent`` is registered with the defaults); it is read-only.
     ``runtime_context`` is the value, or the callable of :class:`RuntimeScope`, given to
-    ``define_agent``. Compares by identity.
+    ``define_agent``; ``model_settings`` the agent's :class:`~pai_actors.ModelSettings`
+    (``None``: the model's own). Compares by identity.
     """
 
     name: str
@@ -62,6 +63,7 @@ class AgentDefinition:
     model: Model | None
     runtime_context: Any
     tools: Mapping[str, ToolRegistration]
+    model_settings: ModelSettings | None = None
 
     def manifest(self) -> dict[str, JsonValue]:
         """The static manifest: ``{"name", "tools": {name: {"id", "description",
@@ -91,6 +93,7 @@ def define_agent(
     name: str,
     instructions: str | None = None,
     model: Model | str | None = None,
+    model_settings: ModelSettings | None = None,
     runtime_context: Any = None,
     tools: Mapping[str, ToolDefinition | ToolRegistration],
 ) -> AgentDefinition:
@@ -101,8 +104,11 @@ def define_agent(
     object with a ``stream(request)`` method), a spec string such as
     ``"openai:gpt-4.1-mini"`` (made into its adapter now, see
     :func:`~pai_actors.models.model_from_spec`), or ``None`` to give one at the runtime.
-    ``runtime_context`` is a value, or a callable (sync or async) receiving a
-    :class:`RuntimeScope` and returning the value, evaluated for each run. ``tools`` maps
+    ``model_settings`` (:class:`~pai_actors.ModelSettings`: temperature, max tokens, tool
+    choice, ...) applies to every model step of its runs, under a request's own
+    (``send(..., model_settings=...)``). ``runtime_context`` is a value, or a callable
+    (sync or async) receiving a :class:`RuntimeScope` and returning the value, evaluated
+    for each run. ``tools`` maps
     model-facing names (1 to 64 ASCII letters, digits, ``_`` or ``-``) to tool definitions
     or :class:`ToolRegistration` values. A misuse raises :class:`DefinitionError`.
     """
@@ -122,6 +128,8 @@ def define_agent(
             or_else="leave it out and give the model at the runtime",
         )
     )
+    if model_settings is not None and not isinstance(model_settings, ModelSettings):
+        fail(f"model_settings must be a ModelSettings or None, got {_show(model_settings)}")
     if not isinstance(tools, Mapping):
         fail(f"tools must be a mapping of tool names to tool definitions, got {_show(tools)}")
     registrations: dict[str, ToolRegistration] = {}
@@ -139,6 +147,7 @@ def define_agent(
         model=checked_model,
         runtime_context=runtime_context,
         tools=MappingProxyType(registrations),
+        model_settings=model_settings,
     )
 
 

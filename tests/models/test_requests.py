@@ -12,6 +12,7 @@ import trio
 from pai_actors import (
     DefinitionError,
     ModelAssistantMessage,
+    ModelFilePart,
     ModelProtocolError,
     ModelProviderError,
     ModelReasoningPart,
@@ -352,3 +353,80 @@ def test_sse_decoder_keeps_multibyte_characters_split_across_chunks() -> None:
     decoder = SSEDecoder()
     events = [e for i in range(len(body)) for e in decoder.feed(body[i : i + 1])]
     assert events == [(None, "Olá")]
+
+
+PNG = "data:image/png;base64,iVBORw0KGgo="
+PDF = "data:application/pdf;base64,JVBERi0xLjQ="
+WITH_FILES = ModelRequest(
+    None,
+    [
+        ModelUserMessage(
+            "What is in these?",
+            [
+                ModelFilePart("image/png", PNG),
+                ModelFilePart("application/pdf", PDF, "terms.pdf"),
+                ModelFilePart("image/jpeg", "https://example.com/cat.jpg"),
+            ],
+        )
+    ],
+)
+
+
+async def body_for(name: str, request: ModelRequest) -> dict[str, Any]:
+    [provider] = [p for p in PROVIDERS if p.name == name]
+    with trio.fail_after(20):
+        async with open_provider_server() as server:
+            server.reply(Reply(provider.fixture("text")))
+            await events_of(provider.make(server.url), request)
+    body: dict[str, Any] = server.requests[0].body
+    return body
+
+
+async def test_a_users_files_reach_each_provider_in_its_own_shape() -> None:
+    chat = await body_for("openai_chat", WITH_FILES)
+    assert chat["messages"][-1]["content"] == [
+        {"type": "text", "text": "What is in these?"},
+        {"type": "image_url", "image_url": {"url": PNG}},
+        {"type": "file", "file": {"file_data": PDF, "filename": "terms.pdf"}},
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.jpg"}},
+    ]
+    responses = await body_for("openai_responses", WITH_FILES)
+    assert responses["input"][-1]["content"] == [
+        {"type": "input_text", "text": "What is in these?"},
+        {"type": "input_image", "image_url": PNG},
+        {"type": "input_file", "file_data": PDF, "filename": "terms.pdf"},
+        {"type": "input_image", "image_url": "https://example.com/cat.jpg"},
+    ]
+    anthropic = await body_for("anthropic", WITH_FILES)
+    assert anthropic["messages"][-1]["content"] == [
+        {"type": "text", "text": "What is in these?"},
+        {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="},
+        },
+        {
+            "type": "document",
+            "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjQ="},
+            "title": "terms.pdf",
+        },
+        {"type": "image", "source": {"type": "url", "url": "https://example.com/cat.jpg"}},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "file", "problem"),
+    [
+        ("openai_chat", ModelFilePart("application/pdf", "https://example.com/a.pdf"), "by URL"),
+        ("anthropic", ModelFilePart("audio/wav", "data:audio/wav;base64,UklGRg=="), "images"),
+    ],
+)
+async def test_a_file_the_api_cannot_take_is_a_clear_error(
+    name: str, file: ModelFilePart, problem: str
+) -> None:
+    [provider] = [p for p in PROVIDERS if p.name == name]
+    request = ModelRequest(None, [ModelUserMessage("look", [file])])
+    with trio.fail_after(20):
+        async with open_provider_server() as server:
+            with pytest.raises(ModelProviderError, match=problem):
+                await events_of(provider.make(server.url), request)
+    assert server.requests == []

@@ -38,6 +38,7 @@ from pydantic import BaseModel
 from pai_actors import (
     AgentRuntime,
     ClientTool,
+    FilePart,
     Finish,
     MemoryBacking,
     MemoryStore,
@@ -372,7 +373,7 @@ async def streaming(corpus: Corpus) -> None:
 
 async def reasoning(corpus: Corpus) -> None:
     """Reasoning parts (with provider metadata) before the text and a tool call; usage and
-    provider metadata in the assistant messages' metadata."""
+    provider metadata in the assistant messages' metadata; a user's file."""
     agent = define_agent(name="a", tools={"obj": returning({"ok": True})})
     model = ScriptedModel(
         [
@@ -393,8 +394,9 @@ async def reasoning(corpus: Corpus) -> None:
             ],
         ]
     )
+    photo = FilePart(media_type="image/png", url="data:image/png;base64,iVBORw0KGgo=")
     async with thread(corpus, "reasoning", agent, model) as t:
-        await t.rt.send(t.thread_id, "go")
+        await t.rt.send(t.thread_id, "go", files=[photo])
 
 
 async def suspensions(corpus: Corpus) -> None:
@@ -568,9 +570,9 @@ def facets(cases: dict[str, list[Any]]) -> set[str]:
             if isinstance(message.get("metadata"), dict) and "notification" in message["metadata"]:
                 shown.add(f"{message['role']} notification")
             for part in message["parts"]:
-                if part["type"] == "reasoning":
-                    shown.add("reasoning")
-                if part["type"] in ("text", "reasoning"):
+                if part["type"] in ("reasoning", "file"):
+                    shown.add(part["type"])
+                if part["type"] in ("text", "reasoning", "file"):
                     continue
                 kind = "dynamic-tool" if part["type"] == "dynamic-tool" else "tool"
                 shown.add(f"{kind} {part['state']}")
@@ -590,7 +592,7 @@ def test_every_message_and_part_the_runtime_emits_passes_the_ai_sdk_validators()
     expected |= {"dynamic-tool input-available", "dynamic-tool output-available"}
     expected |= {"dynamic-tool output-error", "tool data", "system notification"}
     expected |= {"output-available with approval", "output-error with approval"}
-    expected |= {"reasoning"}
+    expected |= {"reasoning", "file"}
     assert expected <= shown, f"the corpus no longer shows {sorted(expected - shown)}"
 
     report = validate(corpus.cases)

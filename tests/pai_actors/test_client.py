@@ -23,6 +23,7 @@ import trio
 from trio_websocket import ConnectionRejected
 
 from pai_actors import (
+    FilePart,
     Finish,
     MessageAppended,
     MessageDelta,
@@ -500,3 +501,14 @@ async def test_a_client_watching_mid_step_gets_the_text_so_far_then_the_rest() -
     [answer] = [u for u in late if is_answer(u)]
     assert answer.message.parts[0].text == "Hello"  # type: ignore[union-attr]
     assert "Hello" not in str(joined.get_state().messages[:-1])  # deltas are not state
+
+
+async def test_a_client_sends_files_with_its_message() -> None:
+    photo = FilePart(media_type="image/png", url="data:image/png;base64,iVBORw0KGgo=")
+    with trio.fail_after(10):
+        async with serving() as s, open_client(s.url, token=ALICE) as client:
+            thread = await client.create_thread()
+            await thread.send("look", files=[photo])
+            await s.rt.wait_idle(thread.thread_id)
+            stored = await s.rt.get_state(thread.thread_id)
+    assert stored.messages[0].parts[1] == photo

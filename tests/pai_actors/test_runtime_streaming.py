@@ -7,21 +7,28 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
 import trio
 
 from pai_actors import (
+    FilePart,
     Finish,
     MessageAppended,
     MessageDelta,
     ModelAssistantMessage,
     ModelEvent,
+    ModelFilePart,
     ModelReasoningPart,
     ModelRequest,
+    ModelSettings,
     ModelToolMessage,
+    ModelUserMessage,
     ReasoningDelta,
     ReasoningEnd,
     ReasoningPart,
+    ResumeEntry,
     SqliteStore,
+    SuspendPoint,
     TextDelta,
     TextPart,
     ThreadUpdate,
@@ -226,3 +233,104 @@ async def test_a_run_without_usage_says_none_and_keeps_its_wire_shape() -> None:
     assert run.usage is None
     assert set(run.to_wire()) == {"runId", "status", "error"}
     assert state.messages[-1].metadata is None
+
+
+async def test_model_settings_of_the_agent_and_the_request_reach_every_step_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    async def approve(ctx: ToolContext) -> str:
+        if isinstance(ctx.entry, ResumeEntry):
+            return "approved"
+        return ctx.suspend("approval", {})
+
+    tool = define_tool(
+        id="test.approve.v1",
+        description="Approve.",
+        input_schema=json_schema({"type": "object"}),
+        suspend={
+            "approval": SuspendPoint(
+                suspend_schema=json_schema({"type": "object"}),
+                resume_schema=json_schema({"type": "object"}),
+            )
+        },
+        execute=approve,
+    )
+    model = ScriptedModel(
+        [[ToolCallEvent("call_1", "approve", {}), Finish("tool-calls")], [TextDelta("ok")]]
+    )
+    tuned = define_agent(
+        name="tuned",
+        tools={"approve": tool},
+        model=model,
+        model_settings=ModelSettings(temperature=0.1, max_tokens=100),
+    )
+    path = tmp_path / "settings.db"
+    with SqliteStore(path) as store:
+        async with create_agent_runtime(tuned, store=store) as rt:
+            thread_id = await rt.create_thread(scope_key="s")
+            await rt.send(
+                thread_id,
+                "go",
+                model_settings=ModelSettings(temperature=0.7, tool_choice="approve"),
+            )
+            await rt.wait_idle(thread_id)
+    with SqliteStore(path) as store:
+        async with create_agent_runtime(tuned, store=store) as rt:
+            [action] = await rt.pending_actions(thread_id)
+            assert (await action.submit({})).status == "accepted"
+            await rt.wait_idle(thread_id)
+            await rt.send(thread_id, "again")  # a request without settings: the agent's
+            await rt.wait_idle(thread_id)
+    run_settings = ModelSettings(temperature=0.7, max_tokens=100, tool_choice="approve")
+    agent_settings = ModelSettings(temperature=0.1, max_tokens=100)
+    assert [r.settings for r in model.requests] == [run_settings, run_settings, agent_settings]
+
+
+async def test_send_refuses_model_settings_that_are_not_model_settings() -> None:
+    async with create_test_runtime(agent, model=ScriptedModel([[TextDelta("ok")]])) as rt:
+        thread_id = await rt.create_thread(scope_key="s")
+        with pytest.raises(TypeError, match="takes a ModelSettings"):
+            await rt.send(thread_id, "hi", model_settings={"temperature": 1})  # type: ignore[arg-type]
+
+
+PNG = "data:image/png;base64,iVBORw0KGgo="
+
+
+async def test_a_users_files_are_stored_with_the_message_and_reach_the_model(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedModel([[TextDelta("A cat.")], [TextDelta("Still a cat.")]])
+    seeing = define_agent(name="seeing", tools={}, model=model)
+    photo = FilePart(media_type="image/png", url=PNG, filename="cat.png")
+    path = tmp_path / "files.db"
+    with SqliteStore(path) as store:
+        async with create_agent_runtime(seeing, store=store) as rt:
+            thread_id = await rt.create_thread(scope_key="s")
+            await rt.send(thread_id, "What is this?", files=[photo])
+            await rt.wait_idle(thread_id)
+    with SqliteStore(path) as store:
+        async with create_agent_runtime(seeing, store=store) as rt:
+            state = await rt.get_state(thread_id)
+            await rt.send(thread_id, "And now?")
+            await rt.wait_idle(thread_id)
+    assert state.messages[0].parts == (TextPart(text="What is this?"), photo)
+    assert state.messages[0].to_wire()["parts"][1] == {  # type: ignore[index]
+        "type": "file",
+        "mediaType": "image/png",
+        "url": PNG,
+        "filename": "cat.png",
+    }
+    first = model.requests[0].messages[0]
+    assert first == ModelUserMessage("What is this?", [ModelFilePart("image/png", PNG, "cat.png")])
+    assert model.requests[1].messages[0] == first  # read back from the file
+
+
+async def test_send_refuses_files_that_are_not_file_parts() -> None:
+    async with create_test_runtime(agent, model=ScriptedModel([[TextDelta("ok")]])) as rt:
+        thread_id = await rt.create_thread(scope_key="s")
+        with pytest.raises(TypeError, match="takes FilePart values"):
+            await rt.send(thread_id, "hi", files=[{"url": PNG}])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="neither a data: URL nor an http"):
+        FilePart(media_type="image/png", url="file:///etc/passwd")
+    with pytest.raises(ValueError, match="is not a media type"):
+        FilePart(media_type="png", url=PNG)
