@@ -65,6 +65,7 @@ from .live import LiveRun
 from .prepare import describe_children, resolve_children
 from .run_io import RUN_FAILED, observe_output, tool_context, write_call
 from .services import Services
+from .tracing import CallSpan, SpanParent, call_span, suspension
 
 _PARENT_RETURNED = "the parent call returned"
 _log = logging.getLogger("pai_actors")
@@ -116,10 +117,16 @@ def resume_of(call: StoredCall) -> Resume | None:
 
 
 def spawn_call(
-    services: Services, live: LiveRun, calls: Supervisor, call: StoredCall, entry: Entry
+    services: Services,
+    live: LiveRun,
+    calls: Supervisor,
+    call: StoredCall,
+    entry: Entry,
+    trace: SpanParent | None,
 ) -> None:
     """Start ``call``'s actor under the run's ``calls`` supervisor and send it ``entry``
-    (``live.addresses`` holds its address until the call's actor is over).
+    (``live.addresses`` holds its address until the call's actor is over); each entry's span
+    starts under ``trace`` (``None``: tracing is off).
 
     One actor per activation of the call: it ends when the call suspends or finishes. An
     incarnation that crashed is restarted by the supervisor (see the module docstring) and
@@ -135,10 +142,10 @@ def spawn_call(
             if address.aborted is not None:  # a restart after an abort: nothing to run
                 return
             if not address.restarts:
-                driver = _CallDriver(services, live, call, address)
+                driver = _CallDriver(services, live, call, address, trace)
                 await driver.run(await mailbox.receive())
             else:
-                await _restarted(services, live, call, address)
+                await _restarted(services, live, call, address, trace)
         except Exception as exc:
             crashed = True  # its supervisor restarts it, or gives up and fails the run
             address.restarts += 1
@@ -173,14 +180,18 @@ def _abort_if_gave_up(live: LiveRun, calls: Supervisor, record: object) -> None:
 
 
 async def _restarted(
-    services: Services, live: LiveRun, call: StoredCall, address: CallAddress
+    services: Services,
+    live: LiveRun,
+    call: StoredCall,
+    address: CallAddress,
+    trace: SpanParent | None,
 ) -> None:
     """A restarted incarnation: after its backoff, go on from the call's durable record."""
     await trio.sleep(backoff(address.restarts))
     current = await services.store.get_call(call.thread_id, call.record.tool_call_id)
     if current is None:
         return
-    driver = _CallDriver(services, live, current, address)
+    driver = _CallDriver(services, live, current, address, trace)
     record = current.record
     if record.phase == "done":  # recorded; only its observation may be missing
         await observe_output(services, live, current)
@@ -201,16 +212,24 @@ class _CallDriver:
 
     ``fault`` is the exception of a write of the runtime's own that failed (recording that
     a re-entry started): not the tool's, so it is raised out of the actor for its
-    supervisor, never made the call's outcome.
+    supervisor, never made the call's outcome. ``span`` is the entry's span (see
+    ``_runtime.tracing``), under ``trace``.
     """
 
     def __init__(
-        self, services: Services, live: LiveRun, call: StoredCall, address: CallAddress
+        self,
+        services: Services,
+        live: LiveRun,
+        call: StoredCall,
+        address: CallAddress,
+        trace: SpanParent | None,
     ) -> None:
         self.services = services
         self.live = live
         self.call = call
         self.address = address
+        self.trace = trace
+        self.span = CallSpan()  # records nothing until the entry's span starts
         self.fault: Exception | None = None
 
     @property
@@ -242,6 +261,13 @@ class _CallDriver:
         thread = ToolThread(
             self.live.thread_id, self.live.run_id, self.record.tool_call_id, self.record.name
         )
+        self.span = self._span(message, thread)
+        with self.span:
+            await self._enter(message, spec, thread)
+
+    async def _enter(self, message: Entry, spec: CallSpec, thread: ToolThread) -> None:
+        """Run ``execute`` from ``message`` and record its outcome (inside the entry's span)."""
+        services = self.services
         # Everything from here is inside this handler: an exception
         # (resume-time parsing, ``map_context``, ``execute``, a malformed result) ends the
         # call in ``output-error`` and the run goes on; only cancellation and a failure of
@@ -259,7 +285,8 @@ class _CallDriver:
         except Exception as exc:
             if exc is self.fault:
                 raise
-            step = finish_exception(self.record, await services.error_text(exc, thread))
+            step = await self._failed(exc, thread)
+        self.span.settled(step.record)
         live = self.live
         if step.record.phase == "suspended" and live.active_calls == 1 and live.handoff is None:
             # The run's last live call stops at a suspension, so the run is about to wait:
@@ -270,6 +297,31 @@ class _CallDriver:
             return
         await self.write(step.record)
         self.call = await observe_output(services, self.live, self.call)
+
+    def _span(self, message: Entry, thread: ToolThread) -> CallSpan:
+        """The span of this entry; for a resume, after the span of the wait it ends (its
+        suspension or approval, recorded once: not again by a restarted incarnation)."""
+        signal = self.address.controller.signal
+        restarts = self.address.restarts
+        if isinstance(message, Start):
+            return call_span(self.trace, thread, signal, restarts=restarts)
+        action_id = message.action.action_id
+        waited = None if restarts else suspension(self.trace, self.record, action_id)
+        return call_span(
+            self.trace,
+            thread,
+            signal,
+            entry="resume" if self.record.episodes else "initial",
+            action_id=action_id,
+            restarts=restarts,
+            links=(waited,),
+        )
+
+    async def _failed(self, exc: Exception, thread: ToolThread) -> Step:
+        """The call's outcome when ``execute`` (or what runs around it: resume-time parsing,
+        ``map_context``, a child's hook) raised ``exc``: ``output-error`` with its text."""
+        self.span.failed(exc)
+        return finish_exception(self.record, await self.services.error_text(exc, thread))
 
     def _parsed_input(self, spec: CallSpec) -> Any:
         """The stored input as the tool's input schema parses it (for a re-entry)."""
@@ -321,7 +373,7 @@ class _CallDriver:
         try:
             result = await invoke(services, self.live, registration.tool, ctx)
         except Exception as exc:
-            return finish_exception(self.record, await services.error_text(exc, thread))
+            return await self._failed(exc, thread)
         return self._outcome(result, spec)
 
     async def _execute_with_children(
@@ -365,6 +417,7 @@ class _CallDriver:
                 infos=infos,
                 supervisor=supervisor,
                 parent_address=self.address,
+                trace=self.span.children(),
             )
             if started is not None:  # a re-entry: started, durably, before ``execute`` runs
                 await self._start_entry(started)  # no checkpoint between this and execute
@@ -380,7 +433,7 @@ class _CallDriver:
         if calls.fatal is not None:  # a child's lifecycle hook failed: fatal to the parent
             result = calls.fatal
         if isinstance(result, Exception):
-            return finish_exception(self.record, await self.services.error_text(result, ctx.thread))
+            return await self._failed(result, ctx.thread)
         return self._outcome(result, spec)
 
     def _outcome(self, result: Any, spec: CallSpec) -> Step:

@@ -55,11 +55,13 @@ from .address import Abort, CallAddress, Entry, Start
 from .invoke import call_context, invoke
 from .live import LiveRun
 from .services import Services
+from .tracing import SpanParent, call_span
 
 
 class ChildCalls:
     """The children of one parent invocation: their registrations, their state fixed for the
-    invocation, the supervisor their actors run under, and the first fatal hook failure.
+    invocation, the supervisor their actors run under, the parent call's span their spans
+    start under (``trace``; ``None``: tracing is off), and the first fatal hook failure.
 
     Concurrency contract: used from the parent's ``execute`` (any of its tasks) while the
     parent's supervisor block is open; :meth:`close` (when ``execute`` returns) makes every
@@ -78,8 +80,10 @@ class ChildCalls:
         infos: Mapping[str, ChildToolInfo],
         supervisor: Supervisor,
         parent_address: CallAddress,
+        trace: SpanParent | None,
     ) -> None:
         self.services = services
+        self.trace = trace
         self.parent_address = parent_address
         self.live = live
         self.parent = parent
@@ -224,7 +228,19 @@ class ChildCalls:
                     data=ToolDataWriter(_no_data(child), _no_list(child)),
                 )
                 # (children have execute: checked at definition)
-                result.append(await invoke(self.services, self.live, registration.tool, ctx))
+                with call_span(self.trace, thread, address.controller.signal) as span:
+                    try:
+                        outcome = await invoke(self.services, self.live, registration.tool, ctx)
+                    except Exception as exc:
+                        span.failed(exc)
+                        raise
+                    if isinstance(outcome, ToolFailResult):
+                        span.ended("output-error", outcome.message)
+                    elif isinstance(outcome, ToolSuspendResult):
+                        span.ended("output-error", "a child tool cannot suspend")
+                    else:
+                        span.ended("output-available")
+                result.append(outcome)
             except Exception as exc:
                 failure.append(exc)
             finally:

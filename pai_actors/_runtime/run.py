@@ -29,7 +29,7 @@ import trio
 
 from supervisors import Mailbox, RestartIntensityExceeded, Supervisor, open_supervisor
 
-from .._core.call_record import CallRecord
+from .._core.call_record import ActionResolved, CallRecord
 from .._core.calls import cancel_call, unstart_entry
 from .._core.errors import StoreConflict
 from .._core.model import ModelRequest
@@ -55,17 +55,22 @@ from .run_io import (
     observe_output,
     read_step,
     stage_call,
+    step_settings,
     write_call,
 )
 from .services import Services
+from .tracing import RunTrace, call_parent, end_run, model_step, start_run, suspension
 
 CLEANUP_SECONDS = 10.0
 
 
 async def run_actor(services: Services, live: LiveRun, mailbox: Mailbox[RunMessage]) -> None:
     """Drive one run until the model answers without tool calls, or it is cancelled."""
+    trace: RunTrace | None = None
     failure: str | None = None
+    error: BaseException | None = None
     try:
+        trace = start_run(live, services.now)  # None unless OpenTelemetry is set up
         with live.scope:
             try:
                 async with open_supervisor(
@@ -73,23 +78,28 @@ async def run_actor(services: Services, live: LiveRun, mailbox: Mailbox[RunMessa
                 ) as calls:
                     live.calls = calls
                     try:
-                        await _loop(services, live, calls, mailbox)
+                        await _loop(services, live, calls, mailbox, trace)
                     except Exception as exc:  # the model or the tools' preparation failed
-                        failure = str(exc) or repr(exc)
+                        failure, error = str(exc) or repr(exc), exc
                         live.abort_calls(RUN_FAILED)
                         live.scope.cancel()  # stop the run; its calls are recorded below
             except RestartIntensityExceeded as exc:  # a call's actor kept failing
-                failure = _gave_up(live, exc)
+                failure, error = _gave_up(live, exc), exc
         if failure is not None:
             with trio.move_on_after(CLEANUP_SECONDS, shield=True):
-                await record_cancelled(services, live.thread_id, live.run_id, RUN_FAILED)
+                await record_cancelled(
+                    services, live.thread_id, live.run_id, RUN_FAILED, trace=trace
+                )
                 await _set_status(services, live, "failed", error=failure)
         # (cancel_run may have come as it passivated: its scope then caught nothing)
         elif live.scope.cancelled_caught or services.is_cancelling(live.run_id):
             with trio.move_on_after(CLEANUP_SECONDS, shield=True):
-                await record_cancelled(services, live.thread_id, live.run_id, live.cancel_reason)
+                await record_cancelled(
+                    services, live.thread_id, live.run_id, live.cancel_reason, trace=trace
+                )
                 await _set_status(services, live, "cancelled")
-    except BaseException:
+    except BaseException as exc:
+        error = exc
         if not services.closing():
             raise
         # The runtime is closing (trio.Cancelled, perhaps inside a group from the calls'
@@ -101,7 +111,9 @@ async def run_actor(services: Services, live: LiveRun, mailbox: Mailbox[RunMessa
         # call is kept.
         if services.is_cancelling(live.run_id):
             with trio.move_on_after(CLEANUP_SECONDS, shield=True):
-                await record_cancelled(services, live.thread_id, live.run_id, live.cancel_reason)
+                await record_cancelled(
+                    services, live.thread_id, live.run_id, live.cancel_reason, trace=trace
+                )
                 await _set_status(services, live, "cancelled")
             raise
         parked = not live.stepping
@@ -121,7 +133,12 @@ async def run_actor(services: Services, live: LiveRun, mailbox: Mailbox[RunMessa
             await _set_status(services, live, "waiting" if pending or parked else "cancelled")
         raise
     finally:
-        services.run_ended(live)
+        try:
+            if trace is not None:
+                closing = RUNTIME_CLOSING if services.closing() else None
+                end_run(trace, live, failure=failure, error=error, reason=closing)
+        finally:
+            services.run_ended(live)
 
 
 def _gave_up(live: LiveRun, exc: RestartIntensityExceeded) -> str:
@@ -139,7 +156,11 @@ def _gave_up(live: LiveRun, exc: RestartIntensityExceeded) -> str:
 
 
 async def _loop(
-    services: Services, live: LiveRun, calls: Supervisor, mailbox: Mailbox[RunMessage]
+    services: Services,
+    live: LiveRun,
+    calls: Supervisor,
+    mailbox: Mailbox[RunMessage],
+    trace: RunTrace | None,
 ) -> None:
     agent = live.agent
     thread = live.thread
@@ -148,20 +169,22 @@ async def _loop(
         live.runtime_context = await resolve_runtime_context(agent, scope)
         live.context_resolved = True
     if live.resume_message_id is not None and not await _wait_calls(
-        services, live, calls, mailbox, live.resume_message_id
+        services, live, calls, mailbox, live.resume_message_id, trace
     ):
         return  # passivated
     while True:
-        message_id = await _step(services, live, calls)
+        message_id = await _step(services, live, calls, trace)
         if message_id is None:
             return  # completed
         if not message_id:
             continue  # a notification arrived during the step: another step answers it
-        if not await _wait_calls(services, live, calls, mailbox, message_id):
+        if not await _wait_calls(services, live, calls, mailbox, message_id, trace):
             return  # passivated
 
 
-async def _step(services: Services, live: LiveRun, calls: Supervisor) -> str | None:
+async def _step(
+    services: Services, live: LiveRun, calls: Supervisor, trace: RunTrace | None
+) -> str | None:
     """One model step: its request, its response stored, its calls spawned. Returns the
     message id whose calls to wait on, ``None`` once the run completed, or ``""`` when it
     must step again. (A function of its own so that the request, the history and the
@@ -180,9 +203,10 @@ async def _step(services: Services, live: LiveRun, calls: Supervisor) -> str | N
     messages = await services.store.list_messages(thread_id)
     seen = {m.id for m in messages}
     history = await model_messages(messages, agent.tools)
-    request = ModelRequest(agent.instructions, history, dict(prepared.tools))
+    request = ModelRequest(agent.instructions, history, dict(prepared.tools), step_settings(live))
     message_id = services.new_id("msg", thread_id)
-    stored = await read_step(services, live, request, message_id, prepared.client_tools)
+    with model_step(trace, live.model, request) as step:
+        stored = await read_step(services, live, request, message_id, prepared.client_tools)
     live.phase = RunActorPhase.LOOKING
     services.message_index[message_id] = (live.thread_id, live.run_id)
     if not stored and live.run.status == "completed":  # stored with its final answer
@@ -197,9 +221,10 @@ async def _step(services: Services, live: LiveRun, calls: Supervisor) -> str | N
                 return ""
         await _set_status(services, live, "completed")
         return None
+    parent = call_parent(trace, step)
     for call, tool_input in stored:
         if call.record.phase == "executing":
-            spawn_call(services, live, calls, call, Start(tool_input))
+            spawn_call(services, live, calls, call, Start(tool_input), parent)
     return message_id
 
 
@@ -209,6 +234,7 @@ async def _wait_calls(
     calls: Supervisor,
     mailbox: Mailbox[RunMessage],
     message_id: str,
+    trace: RunTrace | None,
 ) -> bool:
     """Return ``True`` once every call of the message ``message_id`` is done (and observed),
     or ``False`` when the run passivates: nothing of it runs and it waits only on pending
@@ -241,7 +267,7 @@ async def _wait_calls(
                 continue
             resume = resume_of(call)  # the Resume its accepted submission stands for
             if resume is not None:
-                spawn_call(services, live, calls, call, resume)
+                spawn_call(services, live, calls, call, resume, call_parent(trace))
             elif needs_observing(live, call.record):
                 await observe_output(services, live, call)
         if live.active_calls == 0 and not live.changed:
@@ -303,10 +329,12 @@ async def record_cancelled(
     keep_pending: bool = False,
     started: frozenset[str] | set[str] = frozenset(),
     end_run: bool = False,
+    trace: RunTrace | None = None,
 ) -> bool:
     """Record every unfinished call of the run as cancelled (with ``keep_pending``, only the
     running ones); return whether a pending call was kept. With ``end_run``, the run is
     recorded cancelled in the same commit, unless it is over (then nothing is written).
+    The actions this cancels end their waits' spans under ``trace`` (the run's activation).
 
     With ``keep_pending``, an accepted submission (:func:`resumable`) whose resume has not
     begun ``execute`` (its action id is not in ``started``) is kept too: a later runtime resumes it.
@@ -321,6 +349,7 @@ async def record_cancelled(
             return False
         kept = False
         cancelled: list[tuple[StoredCall, CallRecord]] = []
+        resolved: list[tuple[CallRecord, str]] = []  # the actions cancelled, for their spans
         for call in await services.store.list_calls(thread_id):
             record = call.record
             if call.run_id != run_id or record.phase == "done":
@@ -335,7 +364,14 @@ async def record_cancelled(
                 if record.phase == "executing" and record.entry_started:  # never began
                     cancelled.append((call, unstart_entry(record)))
                 continue
-            cancelled.append((call, cancel_call(record, reason, at=services.now()).record))
+            step = cancel_call(record, reason, at=services.now())
+            cancelled.append((call, step.record))
+            if trace is not None:
+                resolved.extend(
+                    (step.record, e.action_id)
+                    for e in step.effects
+                    if isinstance(e, ActionResolved)
+                )
         try:
             async with services.transaction() as tx:
                 for call, record in cancelled:
@@ -344,4 +380,7 @@ async def record_cancelled(
                     tx.put_run(run.model_copy(update={"status": "cancelled"}))
         except StoreConflict:  # a call (or the run) changed meanwhile: judge them all again
             continue
+        parent = call_parent(trace)
+        for record, action_id in resolved:
+            suspension(parent, record, action_id)
         return kept

@@ -47,6 +47,7 @@ from .._tools.registration import ToolRegistration, call_callback
 from .live import LiveRun
 from .prepare import resolve_runtime_context
 from .services import Services
+from .tracing import step_finished
 
 _log = logging.getLogger("pai_actors")
 
@@ -206,6 +207,7 @@ async def read_step(
             if aclose is not None:
                 await aclose()
         step = accumulator.result()
+        step_finished(step)  # the step's span: finish reason, usage (when tracing)
     except BaseException:
         _end_streaming(live)
         # A cancellation of the run (cancel_run, or the runtime closing) cancels the calls
