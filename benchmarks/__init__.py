@@ -59,6 +59,13 @@ used. The figures:
 - ``protocol_load`` (conversations per second through the server from many clients,
   informational; any error fails it) and ``protocol_load_memory`` (the server process's last
   over first RSS sample, target <= 1.25); the server and the clients in fresh processes.
+- ``stream_cpu_per_token``: process CPU time per token of a model step streamed by
+  ``OpenAIChatModel`` from a loopback server through the run to a watcher receiving every
+  ``MessageDelta``, vs the ``openai`` SDK alone reading the same stream. Target: ours at
+  most 1.5 times the SDK's (ratio of costs SDK / ours >= 0.667).
+- ``stream_first_token_latency``: seconds from the adapter yielding a step's first token to
+  a watcher receiving it, median over conversations. Target: <= 1 ms. See
+  :mod:`benchmarks._streaming`.
 
 Each figure is a function that takes its sizes, so a test can run it tiny. Timing lives
 here, never in a test. This package's ``__init__`` imports the figures lazily, so that a side
@@ -101,6 +108,8 @@ if TYPE_CHECKING:
     from ._protocol_load import load_memory as protocol_load_memory
     from ._spawn_exit import spawn_exit as spawn_exit
     from ._spawn_exit import spawn_exit_unscoped as spawn_exit_unscoped
+    from ._streaming import stream_cpu_per_token as stream_cpu_per_token
+    from ._streaming import stream_first_token_latency as stream_first_token_latency
     from ._teardown import tree_size as tree_size
     from ._teardown import tree_teardown as tree_teardown
     from ._threaded import threaded as threaded
@@ -140,6 +149,8 @@ _LAZY = {
     "protocol_load_memory": ("_protocol_load", "load_memory"),
     "spawn_exit": ("_spawn_exit", "spawn_exit"),
     "spawn_exit_unscoped": ("_spawn_exit", "spawn_exit_unscoped"),
+    "stream_cpu_per_token": ("_streaming", "stream_cpu_per_token"),
+    "stream_first_token_latency": ("_streaming", "stream_first_token_latency"),
     "tree_size": ("_teardown", "tree_size"),
     "tree_teardown": ("_teardown", "tree_teardown"),
     "threaded": ("_threaded", "threaded"),
@@ -165,6 +176,8 @@ __all__ = [
     "reopen",
     "spawn_exit",
     "spawn_exit_unscoped",
+    "stream_cpu_per_token",
+    "stream_first_token_latency",
     "threaded",
     "tool_calls",
     "tool_calls_vs_pykka",

@@ -27,6 +27,7 @@ def _figures(quick: bool) -> dict[str, Figure]:
     )
     from ._protocol_load import load, load_memory
     from ._spawn_exit import spawn_exit, spawn_exit_unscoped
+    from ._streaming import stream_cpu_per_token, stream_first_token_latency
     from ._teardown import tree_teardown
     from ._threaded import threaded
     from ._tool_calls import tool_calls, tool_calls_vs_pykka
@@ -93,6 +94,10 @@ def _figures(quick: bool) -> dict[str, Figure]:
             "protocol_load_memory": lambda: load_memory(
                 60.0, warmup=10.0, clients=50, sample_every=5.0, linger=5.0
             ),
+            # OpenAIChatModel's tokens from a loopback server through the run to a watcher,
+            # vs the openai SDK alone reading the same stream.
+            "stream_cpu_per_token": lambda: stream_cpu_per_token(2_000, repeats=5),
+            "stream_first_token_latency": lambda: stream_first_token_latency(50, repeats=3),
         }
     w1, w2, mem = 20, 100, 500
     return {
@@ -135,6 +140,8 @@ def _figures(quick: bool) -> dict[str, Figure]:
         "protocol_load_memory": lambda: load_memory(
             2.0, warmup=1.0, clients=5, sample_every=0.5, linger=0.5
         ),
+        "stream_cpu_per_token": lambda: stream_cpu_per_token(200, repeats=1),
+        "stream_first_token_latency": lambda: stream_first_token_latency(5, repeats=1),
     }
 
 
@@ -147,8 +154,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m benchmarks",
         description=(
             "Benchmark supervisors against bare trio (and pykka), durable approvals "
-            "against LangGraph and pydantic-ai, and the protocol server against a bare "
-            "trio-websocket echo; one JSON line each. Each side of each repetition runs in a "
+            "against LangGraph and pydantic-ai, the protocol server against a bare "
+            "trio-websocket echo, and token streaming against the openai SDK alone; one "
+            "JSON line each. Each side of each repetition runs in a "
             "fresh process; figures are medians of interleaved repetitions."
         ),
     )

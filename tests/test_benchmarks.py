@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,6 +35,8 @@ from benchmarks import (
     render_markdown,
     spawn_exit,
     spawn_exit_unscoped,
+    stream_cpu_per_token,
+    stream_first_token_latency,
     threaded,
     tool_calls,
     tool_calls_vs_pykka,
@@ -130,6 +133,16 @@ def check_record_json(line: str) -> dict[str, object]:
     return data
 
 
+OPENAI_STREAM_GENERATORS = pytest.mark.filterwarnings(
+    r"ignore:Async generator '(openai|httpx2|httpcore2)\.:ResourceWarning"
+)
+"""For the tests that run ``stream_cpu_per_token``'s baseline (the ``openai`` SDK alone) in
+this process: the SDK's stream leaves its async generators, and its HTTP client's under
+them, unfinished even when read to the end inside ``async with stream`` (which is why the
+adapters read the body themselves), and trio warns when they are collected. That is the
+baseline as users write it, so it stays; the adapters' own tests keep these warnings
+errors."""
+
 FIGURES = [
     (lambda: spawn_exit(5, repeats=2), "spawn_exit", "throughput", 5),
     (lambda: spawn_exit_unscoped(5, repeats=2), "spawn_exit_unscoped", "throughput", 5),
@@ -158,9 +171,11 @@ FIGURES = [
         3,
     ),
     (lambda: cpu_per_conversation(3, repeats=2), "cpu_per_conversation", "cost", 3),
+    (lambda: stream_cpu_per_token(5, repeats=2), "stream_cpu_per_token", "cost", 5),
 ]
 
 
+@OPENAI_STREAM_GENERATORS
 @pytest.mark.parametrize(("run", "figure", "ratio_of", "n"), FIGURES, ids=[f[1] for f in FIGURES])
 def test_figure_record_shape(run: Callable[[], Record], figure: str, ratio_of: str, n: int) -> None:
     record = run()
@@ -303,6 +318,19 @@ def test_reopen_record_shape() -> None:
     assert record.value > 0
 
 
+def test_stream_first_token_latency_record_shape() -> None:
+    record = stream_first_token_latency(3, tokens=4, repeats=2)
+    data = check_record_json(record.to_json())
+    assert (data["figure"], data["ratio_of"], data["n"]) == (
+        "stream_first_token_latency",
+        "value",
+        3,
+    )
+    assert data["baseline_value"] is None
+    assert type(data["met"]) is bool
+    assert record.value > 0
+
+
 def test_durable_write_limit(tmp_path: Path) -> None:
     assert durable_write_limit(str(tmp_path), 5) > 0
     assert list(tmp_path.iterdir()) == []
@@ -322,7 +350,7 @@ def test_protocol_figures_record_shape() -> None:
         assert record.value > 0
         assert (data["target"] is not None) is has_target
     # Long enough for a conversation to complete on a loaded machine (a record of 0 is refused).
-    sizes = {"warmup": 0.1, "clients": 2, "sample_every": 0.1, "linger": 0.1}
+    sizes: dict[str, Any] = {"warmup": 0.1, "clients": 2, "sample_every": 0.1, "linger": 0.1}
     load = protocol_load(1.5, **sizes)
     memory = protocol_load_memory(1.5, **sizes)
     for record, figure in [(load, "protocol_load"), (memory, "protocol_load_memory")]:
@@ -521,6 +549,7 @@ def test_cli_renders_markdown_and_writes_out(
     assert render_markdown(printed).count("`spawn_exit`") == 2
 
 
+@OPENAI_STREAM_GENERATORS
 def test_cli_prints_one_line_per_figure(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -562,6 +591,8 @@ def test_cli_prints_one_line_per_figure(
         "protocol_load_memory": lambda: protocol_load_memory(
             1.5, warmup=0.1, clients=1, sample_every=0.1, linger=0.1
         ),
+        "stream_cpu_per_token": lambda: stream_cpu_per_token(2, repeats=1),
+        "stream_first_token_latency": lambda: stream_first_token_latency(1, tokens=2, repeats=1),
     }
     assert list(tiny) == list(FULL) == list(QUICK)
     for name, figure in tiny.items():
@@ -597,7 +628,13 @@ def test_cli_check_exits_1_when_a_target_is_missed(
 
 def test_no_side_imports_another() -> None:
     """A peer's side process holds the peer only: its module never imports pai_actors."""
-    for module in ("_peers_langgraph.py", "_peers_pydantic_ai.py", "_conversation.py"):
+    for module in (
+        "_peers_langgraph.py",
+        "_peers_pydantic_ai.py",
+        "_conversation.py",
+        "_streaming_sdk.py",
+        "_sse_server.py",
+    ):
         source = (Path(_harness.ROOT) / "benchmarks" / module).read_text()
         assert "pai_actors" not in source.replace("``pai_actors``", "")
         assert "_durable_ours" not in source
