@@ -23,7 +23,7 @@ from .._core.json import JsonValue
 from .._core.parts import FilePart, Message, ToolPart
 from .._core.pending import PendingActionView
 from .._core.state import RunState, ThreadState
-from .._core.updates import ThreadUpdate, ThreadUpdateOrDelta
+from .._core.updates import MessageDelta, ThreadUpdate, ThreadUpdateOrDelta, hold_delta
 from .._protocol.replica import ThreadReplica
 from .errors import ClientError, ConnectionLost, ServerError
 
@@ -86,6 +86,10 @@ class ClientThread:
         # the watches that asked for MessageDelta updates, and whether the server was asked
         self._delta_watchers: set[trio.MemorySendChannel[_Event]] = set()
         self._deltas_asked = False
+        # per delta watch: its deltas held back (joined per message part), and how many of
+        # its channel's slots deltas may fill (the rest stays free for the stored updates)
+        self._held: dict[trio.MemorySendChannel[_Event], list[MessageDelta]] = {}
+        self._delta_room: dict[trio.MemorySendChannel[_Event], int] = {}
         # why the client ended a watch: it fell behind, the server refused it, the client gave up
         self._endings: dict[trio.MemorySendChannel[_Event], Exception] = {}
         self._first_snapshot = False  # the next snapshot starts a watch (no ThreadResynced)
@@ -195,6 +199,7 @@ class ClientThread:
         self._watchers.add(send)
         if deltas:
             self._delta_watchers.add(send)
+            self._delta_room[send] = max(1, capacity // 2)
         try:
             if first:
                 self._first_snapshot = True
@@ -202,10 +207,17 @@ class ClientThread:
             elif deltas and not self._deltas_asked:  # from the cursor: nothing lost
                 await self.rewatch()
             async with receive:
-                yield ClientWatch(self.thread_id, receive, lambda: self._ended(send))
+                yield ClientWatch(
+                    self.thread_id,
+                    receive,
+                    lambda: self._ended(send),
+                    lambda: self._flush(send, limit=self._delta_room.get(send)),
+                )
         finally:
             self._watchers.discard(send)
             self._delta_watchers.discard(send)
+            self._held.pop(send, None)
+            self._delta_room.pop(send, None)
             self._endings.pop(send, None)
             send.close()
             if not self._watchers and self._client._ws is not None:
@@ -283,6 +295,15 @@ class ClientThread:
     ) -> None:
         for send in list(self._delta_watchers if deltas_only else self._watchers):
             try:
+                if isinstance(event, MessageDelta):
+                    room = self._delta_room[send]
+                    if send in self._held or send.statistics().current_buffer_used >= room:
+                        hold_delta(self._held.setdefault(send, []), event)
+                    else:
+                        send.send_nowait(event)
+                    continue
+                if not self._flush(send, limit=None):
+                    raise trio.WouldBlock
                 send.send_nowait(event)
             except trio.WouldBlock:
                 self._watchers.discard(send)
@@ -295,6 +316,23 @@ class ClientThread:
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self._watchers.discard(send)  # that watch's block has ended
                 self._delta_watchers.discard(send)
+
+    def _flush(self, send: trio.MemorySendChannel[_Event], *, limit: int | None) -> bool:
+        """Queue the deltas held for ``send`` while its channel holds fewer than ``limit``
+        (``None``: as far as they fit); ``True`` once none is held."""
+        held = self._held.get(send)
+        while held:
+            if limit is not None and send.statistics().current_buffer_used >= limit:
+                return False
+            try:
+                send.send_nowait(held[0])
+            except trio.WouldBlock:
+                return False
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                break
+            del held[0]
+        self._held.pop(send, None)
+        return True
 
     def _ended(self, send: trio.MemorySendChannel[_Event]) -> Exception:
         """What the watch fed by ``send`` raises once it has ended."""
@@ -323,19 +361,23 @@ class ClientWatch(Generic[W]):
         thread_id: str,
         receive: trio.MemoryReceiveChannel[_Event],
         ended: Callable[[], Exception],
+        received: Callable[[], object] = lambda: None,
     ) -> None:
         self.thread_id = thread_id
         self._receive = receive
         self._ended = ended
+        self._received = received
 
     def __aiter__(self) -> AsyncIterator[W]:
         return self
 
     async def __anext__(self) -> W:
         try:
-            return cast(W, await self._receive.receive())
+            event = await self._receive.receive()
         except (trio.EndOfChannel, trio.ClosedResourceError):
             raise self._ended() from None
+        self._received()  # room for the deltas held back
+        return cast(W, event)
 
     async def receive(self) -> W:
         return await self.__anext__()

@@ -116,6 +116,20 @@ class MessageDelta(WireModel):
         }
 
 
+def hold_delta(held: list[MessageDelta], delta: MessageDelta) -> None:
+    """Add ``delta`` to the fragments a watcher has no room for yet: joined to the last one
+    when it continues the same part of the same message, else after it."""
+    last = held[-1] if held else None
+    if last is not None and (last.message_id, last.part, last.run_id) == (
+        delta.message_id,
+        delta.part,
+        delta.run_id,
+    ):
+        held[-1] = last.model_copy(update={"delta": last.delta + delta.delta})
+    else:
+        held.append(delta)
+
+
 ThreadUpdate: TypeAlias = (
     MessageAppended | MessageReplaced | ToolPartUpdated | RunStatusChanged | ToolDataUpdated
 )

@@ -12,7 +12,11 @@ Transient tool data (``ctx.data.write(..., transient=True)``) is never stored; i
 published directly to the watchers connected at that moment.
 
 Slow watchers: each watcher has a bounded trio memory channel (``capacity`` updates).
-Publishing never waits: when a watcher's channel is full, that watcher is dropped, and its
+Publishing never waits. A model's text fragments (``MessageDelta``) fill at most half of a
+watcher's channel; the rest are held for that watcher, joined per message part, and
+delivered in order as it reads (a model may stream faster than a watcher reads: the
+fragments it gets are then longer), so the other half stays free for the updates that are
+stored. When one of those does not fit, that watcher is dropped, and its
 next receive (after the updates already buffered) raises :class:`WatchOverflow`. Dropping
 the oldest update instead would leave the client with a silently wrong view; after the error
 it reads ``get_state`` again and opens a new watch. Closing the runtime ends every watch: its
@@ -39,6 +43,7 @@ from .._core.updates import (
     ThreadUpdate,
     ThreadUpdateOrDelta,
     ToolPartUpdated,
+    hold_delta,
 )
 from .._store.base import (
     AppendMessage,
@@ -92,6 +97,51 @@ class Watcher:
     deltas: bool = False  # it receives MessageDelta updates
     overflowed: bool = False
     dirty: bool = False  # a commit for its thread began since it was added
+    # Deltas held back, joined per message part, in order: a watcher's channel holds at
+    # most ``delta_room`` deltas, so the rest of it stays free for the updates that are
+    # stored (which the watch must not miss); held deltas go before anything published
+    # after them, as the watcher reads.
+    held: list[MessageDelta] = field(default_factory=list)
+    delta_room: int = 1
+
+    def offer(self, update: ThreadUpdateOrDelta) -> bool:
+        """Give the watcher ``update``; ``False`` if it does not fit (an update the watch
+        must not miss: the watcher is to be dropped). A delta beyond ``delta_room`` is held,
+        joined to the held delta of the same message part: a model can stream faster than
+        a watcher reads, and the fragments it gets are then longer."""
+        if isinstance(update, MessageDelta):
+            if self.held or self.send.statistics().current_buffer_used >= self.delta_room:
+                self._hold(update)
+            else:
+                self.send.send_nowait(update)
+            return True
+        if self.held and not self.flush(limit=None):
+            return False
+        try:
+            self.send.send_nowait(update)
+        except trio.WouldBlock:
+            return False
+        return True
+
+    def flush(self, *, limit: int | None) -> bool:
+        """Move the held deltas into the channel while it holds fewer than ``limit`` items
+        (``None``: as far as they fit); ``True`` once none is held."""
+        held = self.held
+        while held:
+            if limit is not None and self.send.statistics().current_buffer_used >= limit:
+                return False
+            try:
+                self.send.send_nowait(held[0])
+            except trio.WouldBlock:
+                return False
+            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                held.clear()
+                break
+            del held[0]
+        return True
+
+    def _hold(self, delta: MessageDelta) -> None:
+        hold_delta(self.held, delta)
 
 
 @dataclass(eq=False)
@@ -135,7 +185,7 @@ class WatchHub:
         self, thread_id: str, capacity: int, *, deltas: bool = False
     ) -> tuple[Watcher, trio.MemoryReceiveChannel[ThreadUpdateOrDelta]]:
         send, receive = trio.open_memory_channel[ThreadUpdateOrDelta](capacity)
-        watcher = Watcher(thread_id, send, deltas)
+        watcher = Watcher(thread_id, send, deltas, delta_room=max(1, capacity // 2))
         self._watchers.setdefault(thread_id, set()).add(watcher)
         if deltas:
             self._delta_watchers[thread_id] = self._delta_watchers.get(thread_id, 0) + 1
@@ -164,9 +214,7 @@ class WatchHub:
         """Send ``updates`` to one watcher only (what it must see first), as :meth:`publish`
         does: a watcher they do not fit is dropped."""
         for update in updates:
-            try:
-                watcher.send.send_nowait(update)
-            except trio.WouldBlock:
+            if not watcher.offer(update):
                 watcher.overflowed = True
                 self.remove(watcher)
                 return
@@ -183,11 +231,12 @@ class WatchHub:
                 if delta and not watcher.deltas:
                     continue
                 try:
-                    watcher.send.send_nowait(update)
-                except trio.WouldBlock:  # a slow watcher: drop it (see the module docstring)
-                    watcher.overflowed = True
-                    self.remove(watcher)
+                    fits = watcher.offer(update)
                 except (trio.ClosedResourceError, trio.BrokenResourceError):
+                    self.remove(watcher)
+                    continue
+                if not fits:  # a slow watcher: drop it (see the module docstring)
+                    watcher.overflowed = True
                     self.remove(watcher)
 
     def close(self) -> None:
@@ -222,9 +271,13 @@ class ThreadWatch(Generic[U]):
 
     async def __anext__(self) -> U:
         try:
-            return cast(U, await self._receive.receive())
+            update = await self._receive.receive()
         except (trio.EndOfChannel, trio.ClosedResourceError):
             raise self._ended() from None
+        watcher = self._watcher
+        if watcher.held:  # room for the deltas held back
+            watcher.flush(limit=watcher.delta_room)
+        return cast(U, update)
 
     async def receive(self) -> U:
         """The next update; :class:`StopAsyncIteration` once the watch ended."""
@@ -239,9 +292,13 @@ class ThreadWatch(Generic[U]):
         that point is buffered.
         """
         try:
-            return cast(U, self._receive.receive_nowait())
+            update = self._receive.receive_nowait()
         except (trio.EndOfChannel, trio.ClosedResourceError):
             raise self._ended() from None
+        watcher = self._watcher
+        if watcher.held:
+            watcher.flush(limit=watcher.delta_room)
+        return cast(U, update)
 
     def _ended(self) -> Exception:
         if self._watcher.overflowed:

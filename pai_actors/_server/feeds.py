@@ -35,6 +35,7 @@ from .._core.updates import (
     RunStatusChanged,
     ThreadUpdate,
     ToolPartUpdated,
+    hold_delta,
 )
 from .._protocol.frames import Cursor, action_wire, delta_frame, snapshot_frame
 from .._protocol.replica import ThreadReplica, UpdateLog
@@ -108,6 +109,42 @@ class Subscriber:
     receive: trio.MemoryReceiveChannel[dict[str, JsonValue]]
     deltas: bool = False  # it gets the ``delta`` frames
     overflowed: bool = False
+    # ``delta`` updates held back, joined per message part: delta frames fill at most
+    # ``delta_room`` of the channel, so the rest stays free for the update frames the watch
+    # must not miss
+    held: list[MessageDelta] = field(default_factory=list)
+    delta_room: int = 1
+
+    def offer(self, frame: dict[str, JsonValue]) -> bool:
+        """Queue ``frame``; ``False`` if an update frame does not fit (drop the watch)."""
+        if frame["type"] == "delta":
+            if self.held or self.send.statistics().current_buffer_used >= self.delta_room:
+                hold_delta(self.held, MessageDelta.model_validate(frame["update"]))
+            else:
+                self.send.send_nowait(frame)
+            return True
+        if not self.flush(limit=None):
+            return False
+        try:
+            self.send.send_nowait(frame)
+        except trio.WouldBlock:
+            return False
+        return True
+
+    def flush(self, *, limit: int | None) -> bool:
+        """Queue the held deltas' frames while the channel holds fewer than ``limit``
+        (``None``: as far as they fit); ``True`` once none is held."""
+        while self.held:
+            if limit is not None and self.send.statistics().current_buffer_used >= limit:
+                return False
+            delta = self.held[0]
+            try:
+                self.send.send_nowait(delta_frame(delta.thread_id, delta.to_wire()))
+            except trio.WouldBlock:
+                return False
+            del self.held[0]
+        return True
+
     reason: str | None = None
 
 
@@ -185,7 +222,9 @@ class FeedHub:
         if deltas:
             frames = [*frames, *_so_far(feed)]
         send, receive = trio.open_memory_channel[dict[str, JsonValue]](self._subscriber_capacity)
-        subscriber = Subscriber(send, receive, deltas)
+        subscriber = Subscriber(
+            send, receive, deltas, delta_room=max(1, self._subscriber_capacity // 2)
+        )
         feed.subscribers.add(subscriber)
         feed.idle_since = None
         return subscriber, frames
@@ -301,13 +340,14 @@ class FeedHub:
             if deltas_only and not subscriber.deltas:
                 continue
             try:
-                subscriber.send.send_nowait(frame)
-            except trio.WouldBlock:
+                fits = subscriber.offer(frame)
+            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                feed.subscribers.discard(subscriber)
+                continue
+            if not fits:
                 subscriber.overflowed = True
                 feed.subscribers.discard(subscriber)
                 subscriber.send.close()
-            except (trio.ClosedResourceError, trio.BrokenResourceError):
-                feed.subscribers.discard(subscriber)
 
 
 def _so_far(feed: Feed) -> list[dict[str, JsonValue]]:

@@ -11,6 +11,7 @@ import trio
 from pydantic import BaseModel
 
 from pai_actors import (
+    MessageDelta,
     ResumeEntry,
     SqliteStore,
     SuspendPoint,
@@ -144,3 +145,26 @@ async def test_a_provider_error_fails_the_run_and_the_thread_stays_usable() -> N
     assert "OPENAI_API_KEY" in failed.error
     assert [run.status for run in state.runs] == ["failed", "completed"]
     assert state.messages[-1].parts == (TextPart(text="Hello there!"),)
+
+
+async def test_cancel_run_mid_stream_closes_the_connection_and_records_the_run() -> None:
+    with trio.fail_after(20):
+        async with open_provider_server() as server:
+            server.reply(Reply(fixture("openai_chat_text.sse"), hang_at="Hello"))
+            model = OpenAIChatModel("gpt-test", base_url=server.url, api_key=API_KEY)
+            agent = define_agent(name="shop", tools={}, model=model)
+            async with create_agent_runtime(agent) as rt:
+                thread_id = await rt.create_thread(scope_key="s")
+                async with rt.watch(thread_id, deltas=True) as updates:
+                    run_id = await rt.send(thread_id, "hi")
+                    async for update in updates:  # the first token streamed
+                        if isinstance(update, MessageDelta):
+                            break
+                    await rt.cancel_run(run_id, "the user stopped it")
+                    await server.closed.wait()  # the HTTP response was closed
+                    await rt.wait_idle(thread_id)
+                state = await rt.get_state(thread_id)
+    assert update.delta == "Hello"
+    [run] = state.runs
+    assert run.status == "cancelled"
+    assert [m.role for m in state.messages] == ["user"]  # no half answer is stored

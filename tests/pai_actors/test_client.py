@@ -512,3 +512,31 @@ async def test_a_client_sends_files_with_its_message() -> None:
             await s.rt.wait_idle(thread.thread_id)
             stored = await s.rt.get_state(thread.thread_id)
     assert stored.messages[0].parts[1] == photo
+
+
+class BurstApp(App):
+    """The protocol app, whose model writes 2,000 fragments without a checkpoint."""
+
+    def model(self) -> Any:
+        class Burst:
+            async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+                for i in range(2_000):
+                    yield TextDelta(f"w{i} ")
+                yield Finish("stop")
+
+        return Burst()
+
+
+async def test_a_fast_model_and_a_small_watch_lose_no_text_and_no_watch() -> None:
+    expected = "".join(f"w{i} " for i in range(2_000))
+    with trio.fail_after(20):
+        async with serving(app=BurstApp()) as s, open_client(s.url, token=ALICE) as client:
+            thread = await client.create_thread()
+            seen: list[ThreadUpdate | ThreadResynced] = []
+            async with thread.watch(deltas=True, capacity=8) as updates:
+                await thread.send("go")
+                await collect_until(updates, is_answer, seen)
+    fragments = [u.delta for u in seen if isinstance(u, MessageDelta)]
+    assert "".join(fragments) == expected
+    [answer] = [u for u in seen if is_answer(u)]
+    assert answer.message.parts[0].text == expected  # type: ignore[union-attr]

@@ -334,3 +334,35 @@ async def test_send_refuses_files_that_are_not_file_parts() -> None:
         FilePart(media_type="image/png", url="file:///etc/passwd")
     with pytest.raises(ValueError, match="is not a media type"):
         FilePart(media_type="png", url=PNG)
+
+
+class BurstModel:
+    """Writes ``words`` fragments without a checkpoint between them (as a fast local server
+    does when one read holds many chunks)."""
+
+    def __init__(self, words: int) -> None:
+        self.words = words
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        for i in range(self.words):
+            yield TextDelta(f"w{i} ")
+        yield Finish("stop")
+
+
+async def test_a_model_faster_than_its_watcher_joins_fragments_and_drops_no_watch() -> None:
+    model = BurstModel(500)
+    async with create_test_runtime(agent, model=model) as rt:
+        thread_id = await rt.create_thread(scope_key="s")
+        async with rt.watch(thread_id, deltas=True, capacity=8) as updates:
+            await rt.send(thread_id, "go")
+            seen = await until_appended(updates)
+            [run] = (await rt.get_state(thread_id)).runs
+    expected = "".join(f"w{i} " for i in range(500))
+    fragments = [u.delta for u in seen if isinstance(u, MessageDelta)]
+    assert "".join(fragments) == expected  # every fragment, in order
+    assert len(fragments) < 500  # some were joined while the watcher was behind
+    [appended] = [
+        u for u in seen if isinstance(u, MessageAppended) and u.message.role == "assistant"
+    ]
+    assert appended.message.parts == (TextPart(text=expected),)
+    assert run.status == "completed"
