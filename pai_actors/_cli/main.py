@@ -10,7 +10,7 @@ import argparse
 import os
 import sqlite3
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import trio
 
@@ -85,12 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("fail", "fail a pending action: its call ends in an error"),
     ):
         verb = verbs.add_parser(name, help=text, description=text)
-        verb.add_argument(
-            "--url", default=os.environ.get("PAI_URL", DEFAULT_URL), help="server URL ($PAI_URL)"
-        )
-        verb.add_argument(
-            "--token", default=os.environ.get("PAI_TOKEN"), help="bearer token ($PAI_TOKEN)"
-        )
+        _connection_options(verb)
         if name == "list":
             verb.add_argument("--thread", metavar="THREAD_ID", help="only this thread's actions")
             verb.add_argument("--json", action="store_true", help="print JSON")
@@ -107,7 +102,34 @@ def build_parser() -> argparse.ArgumentParser:
             verb.add_argument("--reason", help="why (recorded on the call)")
         elif name == "fail":
             verb.add_argument("--error", required=True, help="the call's errorText")
+    threads = commands.add_parser(
+        "threads",
+        help="create a thread on a server, with the agent that runs it, and send it text",
+        description="Create a thread of your scope on a running server (--agent picks the "
+        "agent that runs it; default: the server's first) and send it a message.",
+    )
+    thread_verbs = threads.add_subparsers(dest="verb", metavar="VERB", required=True)
+    for name, text in (
+        ("create", "create a thread and print its id"),
+        ("send", "send a thread a message and print the id of the run it starts"),
+    ):
+        verb = thread_verbs.add_parser(name, help=text, description=text)
+        _connection_options(verb)
+        if name == "create":
+            verb.add_argument("--agent", metavar="AGENT_ID", help="the agent that runs it")
+        else:
+            verb.add_argument("thread_id", metavar="THREAD_ID", help="as `threads create` printed")
+            verb.add_argument("text", metavar="TEXT", help="the user's message")
     return parser
+
+
+def _connection_options(verb: argparse.ArgumentParser) -> None:
+    verb.add_argument(
+        "--url", default=os.environ.get("PAI_URL", DEFAULT_URL), help="server URL ($PAI_URL)"
+    )
+    verb.add_argument(
+        "--token", default=os.environ.get("PAI_TOKEN"), help="bearer token ($PAI_TOKEN)"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -118,6 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _demo(parser, args)
         if args.command == "serve":
             return _serve(args)
+        if args.command == "threads":
+            return _threads(args)
         return _actions(parser, args)
     except KeyboardInterrupt:
         return 130
@@ -193,16 +217,21 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _threads(args: argparse.Namespace) -> int:
+    from .threads import create_thread, send
+
+    async def run() -> bool:
+        if args.verb == "create":
+            await create_thread(args.url, args.token, args.agent, say=print)
+        else:
+            await send(args.url, args.token, args.thread_id, args.text, say=print)
+        return True
+
+    return _connected(args, run)
+
+
 def _actions(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from trio_websocket import HandshakeError
-
-    from .._client.errors import AuthenticationFailed, ClientError
-    from .actions import CommandError, list_actions, resolve
-
-    if not args.token:
-        return _fail("no token: pass --token or set $PAI_TOKEN")
-    if not args.url.startswith(("ws://", "wss://")):
-        return _fail(f"--url {args.url!r} is not a WebSocket URL; write ws://host:port/")
+    from .actions import list_actions, resolve
 
     async def run() -> bool:
         if args.verb == "list":
@@ -221,6 +250,21 @@ def _actions(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             say=print,
         )
 
+    return _connected(args, run)
+
+
+def _connected(args: argparse.Namespace, run: Callable[[], Awaitable[bool]]) -> int:
+    """Run a command that connects to a server (``--url``, ``--token``); its errors as the
+    command's, exit 0 when ``run`` returns true."""
+    from trio_websocket import HandshakeError
+
+    from .._client.errors import AuthenticationFailed, ClientError
+    from .actions import CommandError
+
+    if not args.token:
+        return _fail("no token: pass --token or set $PAI_TOKEN")
+    if not args.url.startswith(("ws://", "wss://")):
+        return _fail(f"--url {args.url!r} is not a WebSocket URL; write ws://host:port/")
     try:
         try:
             accepted = trio.run(run)

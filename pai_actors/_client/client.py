@@ -170,9 +170,12 @@ class Client:
         assert call.result is not None
         return call.result
 
-    async def create_thread(self) -> ClientThread:
-        """Create a thread in this connection's scope, and open it."""
-        result = await self.request("createThread")
+    async def create_thread(self, *, agent_id: str | None = None) -> ClientThread:
+        """Create a thread in this connection's scope, and open it. ``agent_id`` picks the
+        server's agent that runs it (its registry id; default: the server's first agent);
+        an unknown one raises :class:`ServerError` ``invalid-request`` naming the agents."""
+        fields: dict[str, JsonValue] = {} if agent_id is None else {"agentId": agent_id}
+        result = await self.request("createThread", **fields)
         return await self.thread(result["threadId"])
 
     async def thread(self, thread_id: str) -> ClientThread:

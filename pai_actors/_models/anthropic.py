@@ -298,9 +298,8 @@ class AnthropicModel(ProviderModel):
     required by the API (4096 by default); the SDK's ``messages.create`` takes no
     ``temperature``, ``top_p`` or ``seed``, so neither does this adapter. ``thinking`` is
     the ``thinking`` parameter (``{"type": "enabled", "budget_tokens": 2048}``): the
-    thinking blocks stream as
-    reasoning, and a step's signed thinking is given back on the next step when the run
-    loop keeps it. ``extra_body``, ``client``, ``max_retries``, ``timeout`` as
+    thinking blocks stream as reasoning, and a step's signed thinking is stored and given
+    back on the next step. ``extra_body``, ``client``, ``max_retries``, ``timeout`` as
     :class:`OpenAIChatModel`.
     """
 

@@ -97,6 +97,7 @@ class _Request(WireModel):
 
 class CreateThreadRequest(_Request):
     op: Literal["createThread"]
+    agent_id: str | None = None
 
 
 class SendRequest(_Request):

@@ -312,7 +312,12 @@ class _Connection:
     ) -> dict[str, JsonValue]:
         rt = self._rt
         if isinstance(request, CreateThreadRequest):
-            thread_id = await rt.create_thread(self.identity.scope_key, self.identity.user_key)
+            try:
+                thread_id = await rt.create_thread(
+                    self.identity.scope_key, self.identity.user_key, agent_id=request.agent_id
+                )
+            except AgentNotFound as exc:
+                raise _Refused("invalid-request", str(exc)) from None
             return {"threadId": thread_id}
         if isinstance(request, SendRequest):
             await self._in_scope(request.thread_id)

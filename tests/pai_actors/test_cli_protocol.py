@@ -283,3 +283,24 @@ async def test_an_action_id_two_threads_share_needs_thread(
     assert f"(thread {second_thread}," in out
     assert out.rstrip().endswith("cancel: accepted")
     assert await trio.to_thread.run_sync(main, argv) == 0  # only one is left now
+
+
+async def test_threads_create_and_send_from_the_command_line(
+    server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    connection = ["--url", server, "--token", "alice-token"]
+    create = ["threads", "create", *connection]
+    assert await trio.to_thread.run_sync(main, create) == 0
+    thread_id = capsys.readouterr().out.strip()
+    send = ["threads", "send", thread_id, "Please invoice ACME for 5", *connection]
+    assert await trio.to_thread.run_sync(main, send) == 0
+    assert capsys.readouterr().out.strip().startswith("run_")
+    with trio.fail_after(20):
+        async with open_client(server, token="alice-token") as client:
+            thread = await client.thread(thread_id)
+            assert thread.get_state().messages[0].parts[0].text == "Please invoice ACME for 5"  # type: ignore[union-attr]
+
+    assert await trio.to_thread.run_sync(main, [*create, "--agent", "nobody"]) == 1
+    error = capsys.readouterr().err
+    assert "'nobody'" in error
+    assert error.startswith("pai-actors: error:")

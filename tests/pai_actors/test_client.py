@@ -35,6 +35,8 @@ from pai_actors import (
     ToolDataUpdated,
     ToolPartUpdated,
     WatchOverflow,
+    create_pai,
+    define_agent,
 )
 from pai_actors.client import (
     AuthenticationFailed,
@@ -46,6 +48,7 @@ from pai_actors.client import (
     open_client,
 )
 from pai_actors.server import Identity, open_server
+from pai_actors.testing import ScriptedModel, create_test_runtime, text
 
 from .protocol_app import (
     ALICE,
@@ -540,3 +543,31 @@ async def test_a_fast_model_and_a_small_watch_lose_no_text_and_no_watch() -> Non
     assert "".join(fragments) == expected
     [answer] = [u for u in seen if is_answer(u)]
     assert answer.message.parts[0].text == expected  # type: ignore[union-attr]
+
+
+async def test_a_client_picks_the_agent_that_runs_a_thread() -> None:
+    def answering(name: str) -> Any:
+        return define_agent(name=name, tools={}, model=ScriptedModel([text(f"{name} here")]))
+
+    pai = create_pai({"billing": answering("billing"), "support": answering("support")})
+    with trio.fail_after(10):
+        async with (
+            create_test_runtime(pai, model={}) as rt,
+            open_server(rt, authenticate=authenticate) as server,
+            open_client(server.url, token=ALICE) as client,
+        ):
+            default = await client.create_thread()
+            picked = await client.create_thread(agent_id="support")
+            for thread in (default, picked):
+                await thread.send("who is there?")
+                await rt.wait_idle(thread.thread_id)
+            answers = [
+                (await rt.get_state(t.thread_id)).messages[-1].parts[0].text  # type: ignore[union-attr]
+                for t in (default, picked)
+            ]
+            with pytest.raises(ServerError) as refused:
+                await client.create_thread(agent_id="sales")
+    assert answers == ["billing here", "support here"]  # the first agent by default
+    assert refused.value.code == "invalid-request"
+    assert "'sales'" in str(refused.value)
+    assert "billing" in str(refused.value)  # the agents it hosts
