@@ -10,8 +10,9 @@ measured side's process). One conversation is one thread of an agent without too
 :class:`~pai_actors.MessageDelta`, the step's message is stored once, complete, and the run
 completes. The store is ``SqliteStore(path)`` at its defaults (WAL, ``synchronous=NORMAL``):
 what a deployment runs; deltas are never stored, so the store costs a streamed step its
-few commits whatever its length. The watch's capacity is ``n`` + 64 updates, so that a
-burst cannot drop the watcher.
+few commits whatever its length. The watch's capacity is ``2n`` + 64 updates: deltas may
+fill half of a watch's channel before the rest are joined for a watcher that is behind, so
+at this capacity the watcher receives every token as its own ``MessageDelta``.
 
 - ``stream_cpu_per_token``: process CPU time (``time.process_time``) per streamed token,
   from ``send`` until the watcher has seen the run complete (every token as a
@@ -117,7 +118,7 @@ async def _converse(rt: AgentRuntime, n: int) -> tuple[float, float]:
     first: float | None = None
     deltas: list[str] = []
     stored: str | None = None
-    async with rt.watch(thread_id, deltas=True, capacity=n + 64) as updates:
+    async with rt.watch(thread_id, deltas=True, capacity=2 * n + 64) as updates:
         start = time.process_time()
         run_id = await rt.send(thread_id, str(n))
         async for update in updates:
@@ -231,7 +232,7 @@ def stream_cpu_per_token(n: int = 2_000, *, repeats: int = 5, interval: float = 
             f"{WARM_UP_TOKENS} tokens untimed (warm-up: client, connection, first use); "
             "timed with time.process_time: ours from send until the watcher saw the run "
             "complete (every token, the stored message), the SDK's from create() until the "
-            f"stream was read and closed; both over n; {_STORE}, watch capacity n + 64",
+            f"stream was read and closed; both over n; {_STORE}, watch capacity 2n + 64",
             warmed=True,
         ),
     )
