@@ -15,11 +15,13 @@ from typing import Any, ClassVar, Generic, Literal, Protocol, cast, overload
 
 import trio
 from pydantic import TypeAdapter
+from pydantic.alias_generators import to_camel
 from typing_extensions import TypeVar
 
 from .._core.client_tool import ClientTool
 from .._core.errors import WatchOverflow
 from .._core.json import JsonValue
+from .._core.model import ModelSettings
 from .._core.parts import FilePart, Message, ToolPart
 from .._core.pending import PendingActionView
 from .._core.state import RunState, ThreadState
@@ -130,9 +132,10 @@ class ClientThread:
         client_data: JsonValue = None,
         client_tools: Sequence[ClientTool] = (),
         files: Sequence[FilePart] = (),
+        model_settings: ModelSettings | None = None,
     ) -> str:
-        """Send the user's ``text`` (and ``files``, :class:`FilePart` values) and return the
-        run's id."""
+        """Send the user's ``text`` (and ``files``, :class:`FilePart` values; and the run's
+        ``model_settings``, over the agent's) and return the run's id."""
         tools: list[JsonValue] = [
             {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
             for t in client_tools
@@ -140,6 +143,10 @@ class ClientThread:
         fields: dict[str, JsonValue] = {}
         if files:
             fields["files"] = [file.to_wire() for file in files]
+        if model_settings is not None:
+            fields["modelSettings"] = {
+                to_camel(name): value for name, value in model_settings.to_json().items()
+            }
         result = await self._client.request(
             "send",
             threadId=self.thread_id,

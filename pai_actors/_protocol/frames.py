@@ -32,6 +32,7 @@ from pydantic_core import core_schema
 
 from .._core.actions import ActionResult, PendingActionRef
 from .._core.json import MAX_SAFE_INTEGER, JsonValue
+from .._core.model import ModelSettings
 from .._core.parts import FilePart
 from .._core.wire import Json, WireModel
 
@@ -63,6 +64,23 @@ class ClientToolSpec(WireModel):
     name: str
     description: str = ""
     input_schema: dict[str, Json] | None = None
+
+
+class ModelSettingsSpec(WireModel):
+    """The ``modelSettings`` of a ``send``: :class:`~pai_actors.ModelSettings` in camelCase
+    (``temperature``, ``topP``, ``maxTokens``, ``stop``, ``seed``, ``toolChoice``,
+    ``parallelToolCalls``); each left out leaves it to the agent's."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    stop: tuple[str, ...] | None = None
+    seed: int | None = None
+    tool_choice: str | None = Field(default=None, min_length=1)
+    parallel_tool_calls: bool | None = None
+
+    def settings(self) -> ModelSettings:
+        return ModelSettings(**{name: getattr(self, name) for name in type(self).model_fields})
 
 
 class _SentRef(PendingActionRef):
@@ -107,6 +125,7 @@ class SendRequest(_Request):
     client_data: Json = None
     client_tools: tuple[ClientToolSpec, ...] = ()
     files: tuple[FilePart, ...] = ()
+    model_settings: ModelSettingsSpec | None = None
 
 
 class GetStateRequest(_Request):

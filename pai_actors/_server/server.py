@@ -332,6 +332,9 @@ class _Connection:
                 client_data=request.client_data,
                 client_tools=tools,
                 files=request.files,
+                model_settings=(
+                    None if request.model_settings is None else request.model_settings.settings()
+                ),
             )
             return {"runId": run_id}
         if isinstance(request, GetStateRequest):

@@ -25,10 +25,12 @@ from trio_websocket import ConnectionRejected
 from pai_actors import (
     FilePart,
     Finish,
+    MemoryStore,
     MessageAppended,
     MessageDelta,
     ModelEvent,
     ModelRequest,
+    ModelSettings,
     RunStatusChanged,
     TextDelta,
     ThreadUpdate,
@@ -571,3 +573,21 @@ async def test_a_client_picks_the_agent_that_runs_a_thread() -> None:
     assert refused.value.code == "invalid-request"
     assert "'sales'" in str(refused.value)
     assert "billing" in str(refused.value)  # the agents it hosts
+
+
+async def test_a_client_sends_model_settings_with_its_message() -> None:
+    asked = ModelSettings(temperature=0.2, max_tokens=64, stop=("END",), tool_choice="none")
+    store = MemoryStore()
+    with trio.fail_after(10):
+        async with serving(store=store) as s, open_client(s.url, token=ALICE) as client:
+            thread = await client.create_thread()
+            run_id = await thread.send("hello", model_settings=asked)
+            await s.rt.wait_idle(thread.thread_id)
+            run = await store.get_run(run_id)
+            with pytest.raises(ServerError) as refused:
+                await client.request(
+                    "send", threadId=thread.thread_id, text="x", modelSettings={"maxTokens": 0}
+                )
+    assert run is not None
+    assert ModelSettings.from_json(run.model_settings) == asked
+    assert refused.value.code == "invalid-request"
