@@ -71,7 +71,7 @@ from ._store_check import check_store as check_store
 def create_test_runtime(
     agent: AgentDefinition | Pai,
     *,
-    model: Model | Mapping[str, Model],
+    model: Model | str | Mapping[str, Model | str],
     store: Store | Literal["memory", "sqlite"] | None = None,
     capabilities: Any = None,
     map_error: MapError | None = None,
