@@ -25,6 +25,11 @@ from ._core.actions import PendingActionRef as PendingActionRef
 from ._core.capability import Capability as Capability
 from ._core.capability import capability as capability
 from ._core.client_tool import ClientTool as ClientTool
+from ._core.deadlines import DEADLINE_REASON as DEADLINE_REASON
+from ._core.deadlines import CancelAtDeadline as CancelAtDeadline
+from ._core.deadlines import FailAtDeadline as FailAtDeadline
+from ._core.deadlines import OnDeadline as OnDeadline
+from ._core.deadlines import ResolveAtDeadline as ResolveAtDeadline
 from ._core.errors import AgentNotFound as AgentNotFound
 from ._core.errors import AgentRunError as AgentRunError
 from ._core.errors import DefinitionError as DefinitionError
@@ -156,6 +161,7 @@ from ._tools.tool_calls import ToolCallMap as ToolCallMap
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEADLINE_REASON",
     "DEFAULT_MAX_FILE_BYTES",
     "DEFAULT_THREAD_LIMIT",
     "MAX_SAFE_INTEGER",
@@ -171,6 +177,7 @@ __all__ = [
     "BlockingToolStatistics",
     "BlockingTools",
     "BoundTool",
+    "CancelAtDeadline",
     "CancelledInfo",
     "Capabilities",
     "Capability",
@@ -180,6 +187,7 @@ __all__ = [
     "ClientToolRecord",
     "DefinitionError",
     "DescriptionContext",
+    "FailAtDeadline",
     "FileNotFound",
     "FilePart",
     "FileTooLarge",
@@ -212,6 +220,7 @@ __all__ = [
     "ModelToolMessage",
     "ModelToolResultPart",
     "ModelUserMessage",
+    "OnDeadline",
     "OpenAction",
     "OutputNotJSON",
     "Pai",
@@ -223,6 +232,7 @@ __all__ = [
     "ReasoningDelta",
     "ReasoningEnd",
     "ReasoningPart",
+    "ResolveAtDeadline",
     "ResumeEntry",
     "RunRecord",
     "RunState",

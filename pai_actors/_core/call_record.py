@@ -64,7 +64,9 @@ class CallSpec:
 
 @dataclass(frozen=True, slots=True)
 class Episode:
-    """One suspension of a call: pending until it resolves, once, and never changes again."""
+    """One suspension of a call: pending until it resolves, once, and never changes again.
+
+    ``expires_at`` is its deadline (``None``: it waits as long as it takes)."""
 
     action_id: str
     name: str
@@ -73,13 +75,15 @@ class Episode:
     state: EpisodeState = "pending"
     resolved_at: datetime | None = None
     resume: JsonValue = None
+    expires_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Approval:
     """The approval a call asked for (the AI SDK's approval flow): pending until the user
     responds, once. ``state`` is ``"submitted"`` once responded (``approved`` and an
-    optional ``reason``), or ``"cancelled"`` / ``"failed"`` when the action was."""
+    optional ``reason``), or ``"cancelled"`` / ``"failed"`` when the action was.
+    ``expires_at`` is its deadline (``None``: none)."""
 
     id: str
     requested_at: datetime
@@ -87,6 +91,7 @@ class Approval:
     approved: bool | None = None
     reason: str | None = None
     resolved_at: datetime | None = None
+    expires_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,11 +120,12 @@ class CallRecord:
     ``input_text``); ``raw_input`` holds a registered tool's input that failed its schema.
     ``output`` / ``error_text`` hold the outcome once ``phase == "done"``. ``output_action``
     is the state of the implicit output action of a tool without ``execute`` (``None`` when
-    there is none). ``approval`` is the approval it asked for (``None``: none was needed).
-    ``entry_started`` records, durably, that ``execute`` began for the call's current entry
-    (set when the step is stored for an initial entry, and by the actor right before it
-    re-enters ``execute`` after an accepted submission): an ``executing`` call whose entry
-    started, found by a runtime with no live actor for it, was interrupted.
+    there is none), ``output_expires_at`` its deadline (``None``: none). ``approval`` is the
+    approval it asked for (``None``: none was needed). ``entry_started`` records, durably,
+    that ``execute`` began for the call's current entry (set when the step is stored for an
+    initial entry, and by the actor right before it re-enters ``execute`` after an accepted
+    submission): an ``executing`` call whose entry started, found by a runtime with no live
+    actor for it, was interrupted.
     ``observed`` records that the registration's ``on_output`` ran for the
     output (the runtime sets it; a call whose registration has no ``on_output`` keeps
     ``False``). ``version`` is the version of this stored shape.
@@ -137,6 +143,7 @@ class CallRecord:
     error_text: str | None = None
     episodes: tuple[Episode, ...] = ()
     output_action: EpisodeState | None = None
+    output_expires_at: datetime | None = None
     approval: Approval | None = None
     entry_started: bool = False
     cancelled: Cancellation | None = None
@@ -187,6 +194,25 @@ class CallRecord:
         approval = self.approval
         if approval is not None and approval.state == "submitted" and approval.approved:
             return approval.id
+        return None
+
+    @property
+    def expires_at(self) -> datetime | None:
+        """The deadline of the call's pending action (its pending suspension, approval or
+        output action), or ``None`` when it waits on none or on one without a deadline."""
+        phase = self.phase
+        if phase == "suspended":
+            pending = self.pending_episode
+            return None if pending is None else pending.expires_at
+        if phase == "awaiting_approval":
+            approval = self.approval
+            return (
+                approval.expires_at
+                if approval is not None and approval.state == "pending"
+                else None
+            )
+        if phase == "awaiting_output" and self.output_action == "pending":
+            return self.output_expires_at
         return None
 
     @property

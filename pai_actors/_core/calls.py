@@ -15,6 +15,9 @@ or rejected, and a rejection leaves the record exactly as it was.
     suspended        input-available    submit -> executing; cancel_action | fail_action -> done
     awaiting_output  input-available    submit | cancel_action | fail_action -> done
     (any but done)                      cancel_call -> done (output-error, cancelled)
+
+A pending action's deadline (``_core.deadlines.expire``) resolves it through ``submit``,
+``cancel_action`` or ``fail_action``, as its definition declares.
 """
 
 from __future__ import annotations
@@ -98,12 +101,19 @@ def not_offered(record: CallRecord, offered: list[str]) -> Step:
     return _finish(record, "output-error", None, text)
 
 
-def input_available(record: CallRecord, spec: CallSpec, raw_input: object) -> Step:
+def input_available(
+    record: CallRecord,
+    spec: CallSpec,
+    raw_input: object,
+    *,
+    output_expires_at: datetime | None = None,
+) -> Step:
     """The model's input is complete: validate it and start the call.
 
     Valid: ``Execute(parsed)`` for a tool with ``execute``; otherwise the implicit output
-    action opens (``action_id == tool_call_id``, named after the tool). Invalid: the call
-    ends in ``output-error`` with the validation errors as ``errorText``, and never executes.
+    action opens (``action_id == tool_call_id``, named after the tool), with the deadline
+    ``output_expires_at`` (``None``: none). Invalid: the call ends in ``output-error`` with
+    the validation errors as ``errorText``, and never executes.
     """
     _expect(record, "the complete input", "streaming")
     try:
@@ -120,7 +130,13 @@ def input_available(record: CallRecord, spec: CallSpec, raw_input: object) -> St
     if spec.has_execute:
         return Step(replace(record, phase="executing", entry_started=True), (Execute(parsed),))
     opened = ActionOpened(record.tool_call_id, record.action_name(None), None, data)
-    return Step(replace(record, phase="awaiting_output", output_action="pending"), (opened,))
+    record = replace(
+        record,
+        phase="awaiting_output",
+        output_action="pending",
+        output_expires_at=_checked_instant(output_expires_at),
+    )
+    return Step(record, (opened,))
 
 
 def finish_output(record: CallRecord, spec: CallSpec, output: object) -> Step:
@@ -173,14 +189,17 @@ APPROVAL_RESPONSE: Schema = json_schema(
 """What an approval accepts: ``{"approved": bool, "reason": str | None}``."""
 
 
-def request_approval(record: CallRecord, *, approval_id: str, at: datetime) -> Step:
+def request_approval(
+    record: CallRecord, *, approval_id: str, at: datetime, expires_at: datetime | None = None
+) -> Step:
     """The registration needs the user's approval before this call runs: it waits
-    (``approval-requested``) at a pending action whose input is the call's input."""
+    (``approval-requested``) at a pending action whose input is the call's input, until
+    ``expires_at`` when it has a deadline."""
     _expect(record, "an approval request", "executing")
     _aware(at)
     if record.episodes or record.approval is not None:
         raise InvalidTransition(f"call {record.tool_call_id!r} already started; approve before")
-    approval = Approval(id=approval_id, requested_at=at)
+    approval = Approval(id=approval_id, requested_at=at, expires_at=_checked_instant(expires_at))
     record = replace(record, phase="awaiting_approval", approval=approval)
     return Step(record, (ActionOpened(approval_id, record.action_name(None), None, record.input),))
 
@@ -264,8 +283,10 @@ def suspend(
     *,
     action_id: str,
     at: datetime,
+    expires_at: datetime | None = None,
 ) -> Step:
-    """``execute`` returned ``ctx.suspend(name, input)``: open a new pending episode.
+    """``execute`` returned ``ctx.suspend(name, input)``: open a new pending episode, with
+    the deadline ``expires_at`` (``None``: none).
 
     The native state stays ``input-available``. An undeclared suspend point or an input that
     fails its ``suspend_schema`` is a bug in the tool: the call ends in ``output-error``.
@@ -288,7 +309,13 @@ def suspend(
         shown = _output_json(point[0], input, what="suspend input")
     except (OutputNotJSON, ValidationFailed) as exc:
         return _finish(record, "output-error", None, str(exc))
-    episode = Episode(action_id=action_id, name=name, input=shown, suspended_at=at)
+    episode = Episode(
+        action_id=action_id,
+        name=name,
+        input=shown,
+        suspended_at=at,
+        expires_at=_checked_instant(expires_at),
+    )
     record = replace(
         record, phase="suspended", episodes=(*record.episodes, episode), entry_started=False
     )
@@ -439,6 +466,7 @@ def to_part(record: CallRecord) -> ToolPart:
         cancelled=None
         if cancelled is None
         else CancelledInfo.trusted(reason=cancelled.reason, at=cancelled.at),
+        expires_at=record.expires_at,
     )
 
 
@@ -455,6 +483,7 @@ def episode_view(episode: Episode) -> SuspensionView:
         state=episode.state,
         resolved_at=episode.resolved_at,
         resume=episode.resume,
+        expires_at=episode.expires_at,
     )
 
 
@@ -469,6 +498,12 @@ def _expect(record: CallRecord, event: str, *phases: Phase) -> None:
 def _aware(at: datetime) -> None:
     if at.tzinfo is None or at.utcoffset() is None:
         raise ValueError(f"timestamps must be timezone-aware, got {at!r}; use datetime.now(UTC)")
+
+
+def _checked_instant(at: datetime | None) -> datetime | None:
+    if at is not None:
+        _aware(at)
+    return at
 
 
 def _json_or_none(value: object) -> JsonValue:

@@ -9,8 +9,10 @@ from __future__ import annotations
 import re
 import reprlib
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import NoReturn
 
+from .deadlines import CancelAtDeadline, OnDeadline, check_delay, check_on_deadline
 from .errors import DefinitionError, SchemaError
 from .ids import check_name
 from .model import JsonSchema
@@ -44,14 +46,19 @@ class ClientTool:
 
     ``name`` follows the tool name rules (see :func:`check_tool_name`), ``description`` is
     the text the model reads and ``input_schema`` a JSON Schema dict (draft 2020-12, checked
-    here). Its calls are ``dynamic-tool`` parts whose output a client submits. A misuse
-    raises :class:`DefinitionError` (with the :class:`SchemaError` as ``__cause__`` for a
-    schema that cannot be used).
+    here). Its calls are ``dynamic-tool`` parts whose output a client submits. ``deadline``
+    (a positive ``timedelta``, or ``None``) bounds how long each call's output action waits
+    from when it opens; ``on_deadline`` says what happens then (:class:`CancelAtDeadline`
+    by default; a :class:`ResolveAtDeadline` payload becomes the output). A misuse raises
+    :class:`DefinitionError` (with the :class:`SchemaError` as ``__cause__`` for a schema
+    that cannot be used).
     """
 
     name: str
     description: str
     input_schema: JsonSchema
+    deadline: timedelta | None = field(default=None, kw_only=True)
+    on_deadline: OnDeadline = field(default_factory=CancelAtDeadline, kw_only=True)
     schema: Schema = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -64,6 +71,8 @@ class ClientTool:
             raise DefinitionError(
                 f"ClientTool {name!r}: input_schema cannot be used: {exc}"
             ) from exc
+        check_delay(self.deadline, where=f"ClientTool {name!r}: deadline")
+        check_on_deadline(self.on_deadline, where=f"ClientTool {name!r}: on_deadline")
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "input_schema", schema.json_schema)
         object.__setattr__(self, "schema", schema)

@@ -4,10 +4,10 @@ A :class:`Message` holds :class:`TextPart`, :class:`ReasoningPart`, :class:`File
 (a user's files) and :class:`ToolPart` values. A tool part is the
 AI SDK's native, state-discriminated tool part (``type == "tool-<toolName>"`` for a registered
 tool, ``"dynamic-tool"`` with ``toolName`` for a request-time one) plus the pai sidecars
-``data``, ``suspensions``, ``pendingSuspension`` and ``cancelled``. Each field lives on the
-state arm that owns it, and a model refuses a part that puts one elsewhere: what the AI SDK's
-``safeValidateUIMessages`` accepts (``tests/pai_actors/test_ai_sdk_validation.py`` runs it, 6.x
-and 7.x, on the runtime's output).
+``data``, ``suspensions``, ``pendingSuspension``, ``cancelled`` and ``expiresAt``. Each field
+lives on the state arm that owns it, and a model refuses a part that puts one elsewhere: what
+the AI SDK's ``safeValidateUIMessages`` accepts (``tests/pai_actors/test_ai_sdk_validation.py``
+runs it, 6.x and 7.x, on the runtime's output).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ Role: TypeAlias = Literal["user", "assistant", "system"]
 
 _DYNAMIC = "dynamic-tool"
 _NO_APPROVAL_STATES = ("input-streaming", "input-available")
+_PENDING_STATES = ("input-available", "approval-requested", "approval-responded")
 
 
 class TextPart(WireModel):
@@ -116,7 +117,8 @@ class SuspensionView(WireModel):
     """One suspension episode of a call, as clients see it on ``part.suspensions``.
 
     ``resolved_at`` is set exactly when ``state`` is not ``"pending"``; ``resume`` (the
-    submitted payload) is only written for ``"submitted"``.
+    submitted payload) is only written for ``"submitted"``. ``expires_at`` is the episode's
+    deadline (written as ``expiresAt`` only when it has one).
     """
 
     action_id: str
@@ -126,6 +128,7 @@ class SuspensionView(WireModel):
     state: SuspensionState
     resolved_at: AwareDatetime | None = None
     resume: Json = None
+    expires_at: AwareDatetime | None = None
 
     @model_validator(mode="after")
     def _check_arms(self) -> SuspensionView:
@@ -150,6 +153,8 @@ class SuspensionView(WireModel):
             wire["resolvedAt"] = iso(self.resolved_at)
         if self.state == "submitted":
             wire["resume"] = self.resume
+        if self.expires_at is not None:
+            wire["expiresAt"] = iso(self.expires_at)
         return wire
 
 
@@ -196,6 +201,9 @@ class ToolPart(WireModel):
     ``output`` is on ``output-available`` only, and always there (``None`` included);
     ``error_text`` is on ``output-error`` only. ``pending_suspension`` is the pending member
     of ``suspensions`` or ``None``; the native ``state`` stays ``input-available`` meanwhile.
+    ``expires_at`` is the deadline of the part's pending action (its pending suspension, its
+    requested approval or its output action), on the wire as ``expiresAt`` only while one
+    with a deadline is pending.
 
     ``approval``, as the AI SDK allows it: none while the input is streaming or available;
     unanswered on ``approval-requested``; answered on ``approval-responded``; denied
@@ -219,6 +227,7 @@ class ToolPart(WireModel):
     suspensions: tuple[SuspensionView, ...] = ()
     pending_suspension: SuspensionView | None = None
     cancelled: CancelledInfo | None = None
+    expires_at: AwareDatetime | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -262,6 +271,10 @@ class ToolPart(WireModel):
                 else f"a {state!r} part has no errorText; errorText is on 'output-error'"
             )
         self._check_approval()
+        if self.expires_at is not None and state not in _PENDING_STATES:
+            raise ValueError(
+                f"a {state!r} part has no expiresAt; it is the deadline of a pending action"
+            )
         pending = [s for s in self.suspensions if s.state == "pending"]
         if len(pending) > 1:
             raise ValueError("a tool part has at most one pending suspension")
@@ -324,6 +337,8 @@ class ToolPart(WireModel):
         pending = self.pending_suspension
         wire["pendingSuspension"] = None if pending is None else pending.to_wire()
         wire["cancelled"] = None if self.cancelled is None else self.cancelled.to_wire()
+        if self.expires_at is not None:
+            wire["expiresAt"] = iso(self.expires_at)
         return wire
 
 

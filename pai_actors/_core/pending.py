@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Protocol
 
 from .actions import ActionResult, PendingActionOrigin, PendingActionRef
@@ -29,7 +30,10 @@ class PendingActionView:
 
     ``resume_schema`` is the JSON Schema a submission is validated by (a suspension's
     ``resume_schema``, the output schema of a tool without ``execute``, the approval
-    response), or ``None`` when any JSON value is accepted.
+    response), or ``None`` when any JSON value is accepted. ``expires_at`` is the action's
+    deadline (a timezone-aware ``datetime``), or ``None`` when it waits as long as it takes;
+    at the deadline the runtime resolves it as its definition declares, and a later
+    ``submit`` is rejected as for any resolved action.
     """
 
     def __init__(
@@ -38,6 +42,7 @@ class PendingActionView:
         ref: PendingActionRef,
         input: JsonValue,
         resume_schema: dict[str, JsonValue] | None = None,
+        expires_at: datetime | None = None,
     ) -> None:
         self._runtime = runtime
         self.ref = ref
@@ -45,6 +50,7 @@ class PendingActionView:
         self.input = input
         self.origin: PendingActionOrigin = ref.origin
         self.resume_schema = resume_schema
+        self.expires_at = expires_at
 
     def __repr__(self) -> str:
         return f"PendingActionView(name={self.name!r}, action_id={self.ref.action_id!r})"

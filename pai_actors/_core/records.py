@@ -15,6 +15,7 @@ through the private mirror ``_CallShape`` (``_call_json.py``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, GetCoreSchemaHandler
@@ -25,6 +26,8 @@ from .call_json import _serialize_call, _validate_call
 from .call_record import (
     CallRecord,
 )
+from .client_tool import ClientTool
+from .deadlines import CancelAtDeadline, on_deadline_from_json, on_deadline_to_json
 from .json import JsonValue
 from .state import RunState, RunStatus
 from .wire import Json
@@ -54,11 +57,40 @@ class ThreadRecord(StoreRecord):
 
 class ClientToolRecord(StoreRecord):
     """A request-time client tool as its run stores it: ``name``, ``description`` and the
-    ``input_schema`` (JSON Schema) it was offered with."""
+    ``input_schema`` (JSON Schema) it was offered with, and its output action's ``deadline``
+    and ``on_deadline`` (``on_deadline_to_json``'s form; ``None``: cancel). Records written
+    before deadlines existed read with none."""
 
     name: str
     description: str
     input_schema: dict[str, Json]
+    deadline: timedelta | None = None
+    on_deadline: dict[str, Json] | None = None
+
+    @classmethod
+    def of(cls, tool: ClientTool) -> ClientToolRecord:
+        """The record of a client tool, as a run stores it with its request."""
+        return cls(
+            name=tool.name,
+            description=tool.description,
+            input_schema=dict(tool.input_schema),
+            deadline=tool.deadline,
+            on_deadline=None
+            if tool.on_deadline == CancelAtDeadline()
+            else on_deadline_to_json(tool.on_deadline),
+        )
+
+    def tool(self) -> ClientTool:
+        """The client tool this record stores (checked again, as it was when it was made)."""
+        return ClientTool(
+            self.name,
+            self.description,
+            self.input_schema,
+            deadline=self.deadline,
+            on_deadline=CancelAtDeadline()
+            if self.on_deadline is None
+            else on_deadline_from_json(self.on_deadline),
+        )
 
 
 class RunRecord(StoreRecord):
@@ -180,9 +212,11 @@ class OpenAction:
 
     ``ref`` identifies it (its ``action_id`` is the episode's, or the ``tool_call_id`` for
     the output action of a tool without ``execute``); ``input`` is what it shows; ``call`` is
-    the stored call, whose ``revision`` a submission writes against.
+    the stored call, whose ``revision`` a submission writes against; ``expires_at`` is its
+    deadline (``None``: none).
     """
 
     ref: PendingActionRef
     input: JsonValue
     call: StoredCall
+    expires_at: datetime | None = None

@@ -44,6 +44,7 @@ from .._core.calls import (
     suspend,
     write_data,
 )
+from .._core.deadlines import deadline_at
 from .._core.parts import ToolDataItem
 from .._core.records import StoredCall
 from .._core.updates import ToolDataUpdated
@@ -440,6 +441,13 @@ class _CallDriver:
         """The step for what ``execute`` returned: a suspension, a failure or an output."""
         services = self.services
         if isinstance(result, ToolSuspendResult):
+            now = services.now()
+            deadline = result.deadline
+            if deadline is None:  # the point's own, if it declares one
+                registration = self.live.agent.tools.get(self.record.name)
+                point = None if registration is None else registration.tool.config.suspend
+                declared = None if point is None else point.get(result.name)
+                deadline = None if declared is None else declared.deadline
             return suspend(
                 self.record,
                 spec,
@@ -448,7 +456,8 @@ class _CallDriver:
                 # Derived from the call, not drawn from new_id: unique in the thread and the
                 # same on every run of a test, whatever order trio runs concurrent calls in.
                 action_id=f"{self.record.tool_call_id}.{len(self.record.episodes) + 1}",
-                at=services.now(),
+                at=now,
+                expires_at=deadline_at(now, deadline),
             )
         if isinstance(result, ToolFailResult):
             return finish_failure(self.record, tool_failure_details(result)["message"])

@@ -174,7 +174,7 @@ def pending_action_of_part(
     )
     if agent is None:
         agent = rt.thread_agent(thread_id)
-    return PendingActionView(rt, ref, shown, resume_schema_of(agent, ref))
+    return PendingActionView(rt, ref, shown, resume_schema_of(agent, ref), part.expires_at)
 
 
 def resume_schema_of(

@@ -24,6 +24,7 @@ from .._core.calls import (
     to_part,
 )
 from .._core.client_tool import ClientTool
+from .._core.deadlines import deadline_at
 from .._core.errors import ModelProtocolError, StoreConflict
 from .._core.model import (
     ModelAssistantMessage,
@@ -387,34 +388,43 @@ async def _complete(
 ) -> tuple[CallRecord, Any]:
     """A call whose input is complete: not offered, invalid, waiting for its output, waiting
     for the user's approval (``needs_approval``), or executing (with its parsed input)."""
+    registration = None
     if record.dynamic:
         client_tool = client_tools[record.name]
         services.client_tools[live.thread_id, record.tool_call_id] = client_tool
         spec = CallSpec.external(client_tool.schema)
+        output_deadline = client_tool.deadline
     else:
         registration = live.agent.tools.get(record.name)
         if registration is None or record.name not in request.tools:
             return not_offered(record, list(request.tools)).record, None
         spec = CallSpec.for_tool(registration.tool)
+        output_deadline = registration.output_deadline
     try:
-        step = input_available(record, spec, raw_input)
+        step = input_available(
+            record,
+            spec,
+            raw_input,
+            output_expires_at=deadline_at(services.now(), output_deadline),
+        )
     except Exception as exc:  # a validator raising something pydantic does not wrap
         text = f"validating the tool's input failed: {exc!r}"
         return abandon_call(record, text, at=services.now()).record, None
     execute = next((e for e in step.effects if isinstance(e, Execute)), None)
     if execute is None:
         return step.record, None
-    if not record.dynamic:
+    if registration is not None:
         try:
-            needed = await needs_approval(
-                services, live, live.agent.tools[record.name], step.record
-            )
+            needed = await needs_approval(services, live, registration, step.record)
         except Exception as exc:  # the policy callback failed: the call cannot start
             return finish_exception(step.record, f"needs_approval failed: {exc}").record, None
         if needed:
-            approval_id = f"{record.tool_call_id}.approval"
+            now = services.now()
             return request_approval(
-                step.record, approval_id=approval_id, at=services.now()
+                step.record,
+                approval_id=f"{record.tool_call_id}.approval",
+                at=now,
+                expires_at=deadline_at(now, registration.approval_deadline),
             ).record, None
     return step.record, execute.input
 

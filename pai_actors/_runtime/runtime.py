@@ -18,6 +18,11 @@ and the store has no listing of all threads to scan when the runtime opens. An a
 reads the run again right before starting it, and starts it only while it is active and
 not being cancelled.
 
+Deadlines of pending actions: one task of the runtime, its :class:`DeadlineTimer`
+(``_runtime.deadlines``), resolves each action whose deadline passed as its definition
+declares, through the same ``resolve`` a submission takes; the first thing it does when the
+runtime opens is resolve those that passed while no runtime ran.
+
 Which run, activation or continuation starts, and when, is decided by the pure admission
 table (``_runtime.admission``): the runtime feeds it an event at each change and carries out
 the commands it returns in the same step (``AgentRuntime._handle``); it keeps only the
@@ -63,7 +68,14 @@ from .._core.json import to_json_value
 from .._core.model import Model, ModelSettings
 from .._core.parts import FilePart, Message, TextPart, ToolPart
 from .._core.pending import PendingActionView
-from .._core.records import ClientToolRecord, RunRecord, StoredCall, StoredFileBody, ThreadRecord
+from .._core.records import (
+    ClientToolRecord,
+    OpenAction,
+    RunRecord,
+    StoredCall,
+    StoredFileBody,
+    ThreadRecord,
+)
 from .._core.state import RunState, RunStatus, ThreadState
 from .._core.trigger import is_notification, notification_message
 from .._core.updates import MessageDelta, ThreadUpdate, ThreadUpdateOrDelta
@@ -95,6 +107,7 @@ from .admission import (
     WakeIdle,
 )
 from .call import resumable
+from .deadlines import DeadlineTimer, fire_deadline
 from .live import LiveRun
 from .loading import (
     INDEX_CAPACITY,
@@ -203,6 +216,8 @@ class AgentRuntime:
         self._root: Supervisor | None = None
         self._nursery: trio.Nursery | None = None
         self._hub = WatchHub()
+        # One task resolves every pending action's deadline (see ``_runtime.deadlines``).
+        self._deadlines = DeadlineTimer(store=store, now=clock, fire=self._fire_deadline)
         self._services = Services(
             store=store,
             transaction=self._transaction,
@@ -268,6 +283,7 @@ class AgentRuntime:
         self._root = await self._stack.enter_async_context(open_supervisor(name="runtime"))
         self._nursery = await self._stack.enter_async_context(trio.open_nursery())
         self._handle(Opened())
+        self._nursery.start_soon(self._deadlines.run)  # also those that passed while closed
         return self
 
     async def __aexit__(
@@ -344,8 +360,9 @@ class AgentRuntime:
             )
 
     def _transaction(self) -> Transaction:
-        """A store transaction whose writes reach the watchers once it committed."""
-        return PublishingTransaction(self._store, self._hub)
+        """A store transaction whose writes reach the watchers once it committed (and its
+        calls' deadlines the deadline timer)."""
+        return PublishingTransaction(self._store, self._hub, self._deadlines.note)
 
     def _publish(self, update: ThreadUpdateOrDelta) -> None:
         """Send ``update`` (transient tool data) to the watchers connected now."""
@@ -755,12 +772,7 @@ class AgentRuntime:
                 created_at=self._now(),
                 identity=to_json_value(identity, what="identity"),
                 client_data=to_json_value(client_data, what="client_data"),
-                client_tools=tuple(
-                    ClientToolRecord(
-                        name=t.name, description=t.description, input_schema=dict(t.input_schema)
-                    )
-                    for t in client_tools
-                ),
+                client_tools=tuple(ClientToolRecord.of(t) for t in client_tools),
                 model_settings=None if model_settings is None else model_settings.to_json(),
             )
             message = Message(
@@ -1028,7 +1040,13 @@ class AgentRuntime:
             actions.sort(key=lambda action: position.get(action.ref.tool_call_id, (-1, -1)))
         agent = self._known_agent(thread_id)
         return [
-            PendingActionView(self, action.ref, action.input, resume_schema_of(agent, action.ref))
+            PendingActionView(
+                self,
+                action.ref,
+                action.input,
+                resume_schema_of(agent, action.ref),
+                action.expires_at,
+            )
             for action in actions
         ]
 
@@ -1079,6 +1097,20 @@ class AgentRuntime:
             lambda record, _: fail_action(record, ref.action_id, error, at=self._now()),
         )
 
+    async def _fire_deadline(self, action: OpenAction) -> bool:
+        """Resolve ``action``, whose deadline passed, as its definition declares (the
+        deadline timer's ``fire``): its thread is loaded first, as for a client's submission
+        (a thread that cannot be loaded here is left as it is). Whether it was resolved."""
+        try:
+            thread = await self._load(action.ref.thread_id)
+        except PaiError as exc:  # MigrationRequired, AgentNotFound: not this runtime's to do
+            _log.warning("the deadline of action %r cannot be applied here: %s", action.ref, exc)
+            return False
+        result = await fire_deadline(self._services, action, self.agent_of(thread))
+        if result.status == "rejected":
+            _log.info("the deadline of action %r did nothing: %s", action.ref, result.error)
+        return result.status == "accepted"
+
     def _activate_soon(self, call: StoredCall) -> None:
         """Activate the run of ``call`` in a runtime-owned task (unless it is alive)."""
         self._activate_run_soon(call.thread_id, call.run_id, call.message_id)
@@ -1100,9 +1132,7 @@ class AgentRuntime:
             # from the latest revision (a cancellation meanwhile is seen), or not at all.
             run = await self._store.get_run(run_id)
             if run is not None and run.active:
-                client_tools = tuple(
-                    ClientTool(t.name, t.description, t.input_schema) for t in run.client_tools
-                )
+                client_tools = tuple(t.tool() for t in run.client_tools)
                 start = _Start(thread, run, client_tools, message_id)
         except Exception:  # the store failed: the stored intent stays for the next load
             _log.exception("activating run %r failed", run_id)

@@ -25,8 +25,9 @@ iteration stops (``StopAsyncIteration``) after the buffered updates.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from types import TracebackType
 from typing import Generic, cast
 
@@ -47,6 +48,7 @@ from .._core.updates import (
 )
 from .._store.base import (
     AppendMessage,
+    PutCall,
     PutRun,
     PutToolPart,
     ReplaceMessage,
@@ -310,11 +312,16 @@ class ThreadWatch(Generic[U]):
 
 
 class PublishingTransaction(Transaction):
-    """A transaction whose writes are published to the watchers once it committed."""
+    """A transaction whose writes are published to the watchers once it committed, and
+    whose calls' deadlines (``CallRecord.expires_at``) are given to ``deadline`` then (the
+    runtime's deadline timer)."""
 
-    def __init__(self, store: Store, hub: WatchHub) -> None:
+    def __init__(
+        self, store: Store, hub: WatchHub, deadline: Callable[[datetime], None] | None = None
+    ) -> None:
         super().__init__(store)
         self._hub = hub
+        self._deadline = deadline
 
     async def __aexit__(
         self,
@@ -322,11 +329,20 @@ class PublishingTransaction(Transaction):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        shown = threads_shown(self.writes) if exc_type is None else frozenset()
+        writes = self.writes
+        shown = threads_shown(writes) if exc_type is None else frozenset()
         self._hub.begin(shown)
         try:
             await super().__aexit__(exc_type, exc, tb)
-            if exc_type is None and self._hub.watching:
-                self._hub.publish(updates_of(self.writes))
+            if exc_type is None:
+                if self._hub.watching:
+                    self._hub.publish(updates_of(writes))
+                deadline = self._deadline
+                if deadline is not None:
+                    for write in writes:
+                        if isinstance(write, PutCall):
+                            at = write.stored.record.expires_at
+                            if at is not None:
+                                deadline(at)
         finally:
             self._hub.end(shown)

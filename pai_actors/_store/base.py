@@ -33,8 +33,9 @@ checks that reopening finds every committed transaction and nothing of an uncomm
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from types import TracebackType
 from typing import Protocol, TypeAlias
 
@@ -278,6 +279,17 @@ class Store(Protocol):
         """The open actions of every thread of ``scope_key`` (never another scope's)."""
         ...
 
+    async def list_expiring_actions(
+        self, *, until: datetime | None = None, limit: int | None = None
+    ) -> list[OpenAction]:
+        """The open actions that have a deadline, of every thread, earliest deadline first
+        (ties: by thread id, then by call creation order): only those due at or before
+        ``until`` when it is given, at most ``limit`` when it is given. What the runtime's
+        deadline timer reads, when it opens and at each deadline; each action carries
+        ``expires_at``. A backend keeps this cheap (an index of the calls whose pending
+        action has a deadline), not a scan of every call."""
+        ...
+
     async def list_tool_data(
         self, thread_id: str, tool_call_id: str, channel: str
     ) -> list[ToolDataItem]:
@@ -317,20 +329,37 @@ def open_actions(call: StoredCall) -> list[OpenAction]:
     (named after the tool, its input the call's), or its pending output action (a tool
     without ``execute``). Pure; every backend derives them this way."""
     record = call.record
-    found: list[tuple[str, str | None, JsonValue]] = []
+    found: list[tuple[str, str | None, JsonValue, datetime | None]] = []
     pending = record.pending_episode
     if pending is not None:
-        found.append((pending.action_id, pending.name, pending.input))
+        found.append((pending.action_id, pending.name, pending.input, pending.expires_at))
     approval = record.approval
     if approval is not None and approval.state == "pending":
-        found.append((approval.id, None, record.input))
+        found.append((approval.id, None, record.input, approval.expires_at))
     if record.output_action == "pending":
-        found.append((record.tool_call_id, None, record.input))
+        found.append((record.tool_call_id, None, record.input, record.output_expires_at))
     return [
         OpenAction(
             ref=call.action_ref(action_id, suspend_name),
             input=shown,
             call=call,
+            expires_at=expires_at,
         )
-        for action_id, suspend_name, shown in found
+        for action_id, suspend_name, shown, expires_at in found
     ]
+
+
+def expiring_actions(
+    calls: Iterable[StoredCall], *, until: datetime | None, limit: int | None
+) -> list[OpenAction]:
+    """The open actions with a deadline of ``calls`` (given earliest ``expires_at`` first, in
+    the order :meth:`Store.list_expiring_actions` lists them), due by ``until`` when given,
+    at most ``limit``. Every backend derives the answer from its candidate calls this way."""
+    found: list[OpenAction] = []
+    for call in calls:
+        for action in open_actions(call):
+            at = action.expires_at
+            if at is not None and (until is None or at <= until):
+                found.append(action)
+    found.sort(key=lambda action: action.expires_at)  # type: ignore[arg-type,return-value]  # all set
+    return found if limit is None else found[:limit]

@@ -22,6 +22,7 @@ import copy
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any, TypeVar, assert_never
 
 import trio
@@ -48,6 +49,7 @@ from .base import (
     Transaction,
     Write,
     check_revision,
+    expiring_actions,
     open_actions,
 )
 
@@ -99,11 +101,15 @@ class _Thread:
 
 @dataclass(frozen=True, slots=True)
 class _Tables:
-    """One committed state of the store. Never mutated: a commit makes the next one."""
+    """One committed state of the store. Never mutated: a commit makes the next one.
+
+    ``expiring`` indexes the calls whose pending action has a deadline: (thread id, tool
+    call id) to that deadline (``CallRecord.expires_at``)."""
 
     threads: Map[str, _Thread] = field(default_factory=Map)
     runs: Map[str, RunRecord] = field(default_factory=Map)
     files: Map[str, tuple[UploadedFile, bytes]] = field(default_factory=Map)
+    expiring: Map[tuple[str, str], datetime] = field(default_factory=Map)
 
 
 class MemoryBacking:
@@ -200,6 +206,21 @@ class MemoryStore:
             for action in open_actions(call)
         ]
 
+    async def list_expiring_actions(
+        self, *, until: datetime | None = None, limit: int | None = None
+    ) -> list[OpenAction]:
+        tables = await self._read()
+        threads = tables.threads
+        due = sorted(
+            (at, thread_id, threads[thread_id].calls[tool_call_id])
+            for (thread_id, tool_call_id), at in tables.expiring.items()
+            if until is None or at <= until
+        )
+        if limit is not None:
+            due = due[:limit]
+        calls = [call for _, _, (_, call) in due]
+        return [_copied(a) for a in expiring_actions(calls, until=until, limit=limit)]
+
     async def list_tool_data(
         self, thread_id: str, tool_call_id: str, channel: str
     ) -> list[ToolDataItem]:
@@ -282,6 +303,8 @@ def _apply(tables: _Tables, writes: Sequence[Write], sequence: Any) -> _Tables:
     threads = tables.threads.mutate()
     runs = tables.runs.mutate()
     files = tables.files.mutate()
+    expiring = tables.expiring
+    deadlines: Any = None  # expiring's mutation, made by the first write that changes it
     work: dict[str, _ThreadWork] = {}
 
     def thread_of(thread_id: str, key: str) -> _ThreadWork:
@@ -304,6 +327,15 @@ def _apply(tables: _Tables, writes: Sequence[Write], sequence: Any) -> _Tables:
             check_revision(None if found is None else found[1].revision, call.revision, key)
             number = next(sequence) if found is None else found[0]
             thread.calls[call.tool_call_id] = (number, write.stored)
+            expires_at = write.stored.record.expires_at
+            where = (call.thread_id, call.tool_call_id)
+            if expires_at is not None or where in (expiring if deadlines is None else deadlines):
+                if deadlines is None:
+                    deadlines = expiring.mutate()
+                if expires_at is None:
+                    del deadlines[where]
+                else:
+                    deadlines[where] = expires_at
         elif isinstance(write, PutToolPart):
             key = f"message {write.message_id!r}"
             thread = thread_of(write.thread_id, key)
@@ -363,4 +395,9 @@ def _apply(tables: _Tables, writes: Sequence[Write], sequence: Any) -> _Tables:
             assert_never(write)
     for thread_id, changed in work.items():
         threads[thread_id] = changed.finish()
-    return _Tables(threads=threads.finish(), runs=runs.finish(), files=files.finish())
+    return _Tables(
+        threads=threads.finish(),
+        runs=runs.finish(),
+        files=files.finish(),
+        expiring=expiring if deadlines is None else deadlines.finish(),
+    )

@@ -2,14 +2,16 @@
 
 It behaves exactly as :class:`~pai_actors.MemoryStore` does (the same conflicts, the same
 orders, checked by the same conformance suite), with the data in a file that outlives the
-process. Schema (version 1, kept in ``PRAGMA user_version``)::
+process. Schema (version 2, kept in ``PRAGMA user_version``)::
 
     threads(thread_id PK, scope_key, seq, json)           seq orders a scope's threads
     messages(thread_id, message_id, seq, json)            json: the message without parts
     parts(thread_id, message_id, key, position, json)     one row per part, keyed like
                                                           MemoryStore's (tool call id, "#i")
     runs(run_id PK, thread_id, seq, revision, active, json)
-    calls(thread_id, tool_call_id, seq, revision, open, json)   open: holds pending actions
+    calls(thread_id, tool_call_id, seq, revision, open, json, expires_us)
+                                                          open: holds pending actions;
+                                                          expires_us: their deadline (v2)
     files(file_id PK, scope_key, json, body)
 
 ``json`` is the record's pydantic JSON (a message's and a part's wire JSON); the other columns
@@ -53,6 +55,7 @@ import sqlite3
 import weakref
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
@@ -69,11 +72,11 @@ from .._core.records import (
     ThreadRecord,
     UploadedFile,
 )
-from .base import Transaction, Write, open_actions
+from .base import Transaction, Write, expiring_actions, open_actions
 from .sqlite_checkpoints import _Checkpointer
 from .sqlite_mirror import Mirror, MirroredThread
 from .sqlite_schema import migrate
-from .sqlite_writes import apply_writes
+from .sqlite_writes import apply_writes, instant_us
 
 Durability = Literal["normal", "full"]
 _SYNCHRONOUS: dict[str, str] = {"normal": "NORMAL", "full": "FULL"}
@@ -436,6 +439,18 @@ class SqliteStore:
         )
         return [action for row in rows for action in open_actions(_load(StoredCall, row[0]))]
 
+    async def list_expiring_actions(
+        self, *, until: datetime | None = None, limit: int | None = None
+    ) -> list[OpenAction]:
+        rows = await self._rows(
+            "SELECT json FROM calls WHERE expires_us IS NOT NULL AND expires_us <= ?"
+            " ORDER BY expires_us, thread_id, seq LIMIT ?",
+            _MAX_US if until is None else instant_us(until),
+            -1 if limit is None else limit,
+        )
+        calls = [_load(StoredCall, row[0]) for row in rows]
+        return expiring_actions(calls, until=until, limit=limit)
+
     async def list_tool_data(
         self, thread_id: str, tool_call_id: str, channel: str
     ) -> list[ToolDataItem]:
@@ -511,6 +526,9 @@ larger wakes cost it less (400 rows measured slower); SQLite's own interval is 1
 pages."""
 
 _WAL_LIMIT = 2 * _CHECKPOINT_ROWS
+
+_MAX_US = 2**63 - 1
+"""No deadline is later than this (``calls.expires_us`` is a 64-bit integer)."""
 """Rows changed since the log last restarted past which the store copies it itself."""
 
 

@@ -75,7 +75,18 @@ def _create_v1(db: sqlite3.Connection) -> None:
             db.execute(statement)
 
 
-_MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_create_v1,)
+def _add_deadlines(db: sqlite3.Connection) -> None:
+    """Version 2: ``calls.expires_us``, the deadline of a call's pending action (microseconds
+    since the Unix epoch, UTC; ``NULL``: none), indexed for the runtime's deadline timer.
+    Calls stored before version 2 have no deadline, so ``NULL`` is right for all of them."""
+    db.execute("ALTER TABLE calls ADD COLUMN expires_us INTEGER")
+    db.execute(
+        "CREATE INDEX calls_expiring ON calls (expires_us, thread_id, seq)"
+        " WHERE expires_us IS NOT NULL"
+    )
+
+
+_MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_create_v1, _add_deadlines)
 """``_MIGRATIONS[n]`` takes a database from schema version ``n`` to ``n + 1``, inside the
 opening transaction. A new schema version appends one step; released steps never change."""
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import assert_never
 
 from .._core.errors import StoreConflict, StoreError
@@ -60,17 +61,26 @@ def _write_one(db: sqlite3.Connection, write: Write) -> bool:
         call, stored = write.call, write.stored
         text = stored.model_dump_json()
         is_open = int(bool(open_actions(stored)))
+        expires_us = instant_us(stored.record.expires_at)
         if call.revision == 0:
             db.execute(
-                "INSERT INTO calls (thread_id, tool_call_id, seq, revision, open, json)"
-                " VALUES (?1, ?2, (SELECT coalesce(max(seq), 0) + 1 FROM calls"
-                " WHERE thread_id = ?1), ?3, ?4, ?5)",
-                (call.thread_id, call.tool_call_id, stored.revision, is_open, text),
+                "INSERT INTO calls (thread_id, tool_call_id, seq, revision, open, json,"
+                " expires_us) VALUES (?1, ?2, (SELECT coalesce(max(seq), 0) + 1 FROM calls"
+                " WHERE thread_id = ?1), ?3, ?4, ?5, ?6)",
+                (call.thread_id, call.tool_call_id, stored.revision, is_open, text, expires_us),
             )
         elif not db.execute(
-            "UPDATE calls SET revision = ?, open = ?, json = ?"
+            "UPDATE calls SET revision = ?, open = ?, json = ?, expires_us = ?"
             " WHERE thread_id = ? AND tool_call_id = ? AND revision = ?",
-            (stored.revision, is_open, text, call.thread_id, call.tool_call_id, call.revision),
+            (
+                stored.revision,
+                is_open,
+                text,
+                expires_us,
+                call.thread_id,
+                call.tool_call_id,
+                call.revision,
+            ),
         ).rowcount:
             return False
     elif isinstance(write, PutToolPart):
@@ -222,6 +232,15 @@ def _refuse_run(
                 f"({json.loads(other[1])['status']}); a thread has one run at a time, end "
                 "that one first",
             )
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def instant_us(at: datetime | None) -> int | None:
+    """``at`` as whole microseconds since the Unix epoch (``calls.expires_us``); exact, so
+    that SQLite orders and compares deadlines as the datetimes compare."""
+    return None if at is None else (at - _EPOCH) // timedelta(microseconds=1)
 
 
 def _part_rows(thread_id: str, message: Message) -> list[tuple[str, str, str, int, str]]:

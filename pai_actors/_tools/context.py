@@ -19,11 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any, Generic, Literal
 
 from typing_extensions import TypeVar
 
 from .._core.actions import PendingActionRef
+from .._core.deadlines import check_deadline
 from .._core.json import JsonValue
 from .._core.parts import ToolDataItem
 from .agent_runner import AgentRunner
@@ -77,10 +79,12 @@ Entry = InitialEntry | ResumeEntry
 
 @dataclass(frozen=True, slots=True)
 class ToolSuspendResult:
-    """What ``ctx.suspend(name, input)`` returns; ``execute`` returns it to suspend."""
+    """What ``ctx.suspend(name, input, deadline=None)`` returns; ``execute`` returns it to
+    suspend. ``deadline`` is this wait's own (``None``: the suspend point's, if it has one)."""
 
     name: str
     input: Any
+    deadline: timedelta | datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,9 +166,17 @@ class ToolContext(Generic[InputT, ContextT]):
     agents: AgentRunner = _NOT_FROM_A_RUNTIME
     _trigger: Callable[..., Awaitable[None]] | None = None
 
-    def suspend(self, name: str, input: Any) -> ToolSuspendResult:
-        """Return this from ``execute`` to wait at suspend point ``name`` showing ``input``."""
-        return ToolSuspendResult(name, input)
+    def suspend(
+        self, name: str, input: Any, *, deadline: timedelta | datetime | None = None
+    ) -> ToolSuspendResult:
+        """Return this from ``execute`` to wait at suspend point ``name`` showing ``input``.
+
+        ``deadline`` bounds this wait: a ``timedelta`` from now, or a timezone-aware
+        ``datetime`` (one already past expires at once); ``None`` keeps the suspend point's
+        ``deadline``, if it declares one. At the deadline the action resolves as the point's
+        ``on_deadline`` declares (cancelled by default). A deadline of another type raises
+        ``TypeError`` (a naive ``datetime``: ``ValueError``)."""
+        return ToolSuspendResult(name, input, check_deadline(deadline))
 
     def trigger(
         self, notification: str, *, data: Any = None, hidden: bool = False

@@ -19,7 +19,8 @@ from pydantic import TypeAdapter
 from typing_extensions import TypeForm, TypeVar
 
 from .._core.capability import Capability
-from .._core.errors import SchemaError, ToolDefinitionError
+from .._core.deadlines import check_delay, check_on_deadline
+from .._core.errors import DefinitionError, SchemaError, ToolDefinitionError
 from .._core.ids import check_id, check_name
 from .._core.schema import (
     Schema,
@@ -274,10 +275,18 @@ class _Checker:
             )
         # The suspend input is produced by the tool and read by clients; the resume payload
         # comes in from a client (see SchemaMode).
-        return (
+        compiled = (
             self.schema(f"{where}.suspend_schema", point.suspend_schema, "serialization"),
             self.schema(f"{where}.resume_schema", point.resume_schema, "validation"),
         )
+        try:
+            check_delay(point.deadline, where=f"{where}.deadline")
+            check_on_deadline(
+                point.on_deadline, where=f"{where}.on_deadline", schema=compiled[1], what="resume"
+            )
+        except DefinitionError as exc:
+            raise ToolDefinitionError(f"tool {self.tool_id!r}: {exc}") from None
+        return compiled
 
     def child(self, name: str, value: object) -> None:
         # A child is a ToolDefinition or a ToolRegistration wrapping one (with its own

@@ -14,8 +14,11 @@ import inspect
 import reprlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, NoReturn
 
+from .._core.calls import APPROVAL_RESPONSE
+from .._core.deadlines import CancelAtDeadline, OnDeadline, check_delay, check_on_deadline
 from .._core.errors import DefinitionError
 from .tool import ToolDefinition
 
@@ -24,6 +27,7 @@ ContextCallback = Callable[..., Any]
 sync or async."""
 
 _CALLBACK_KEYWORDS = ("runtime_context", "identity", "client_data")
+_CANCEL = CancelAtDeadline()
 _repr = reprlib.Repr()
 _repr.maxstring = _repr.maxother = 60
 
@@ -43,6 +47,15 @@ class ToolRegistration:
     never run twice: only opt in for an ``execute`` that is safe to repeat). Callbacks may be
     sync or async; ``identity`` is trusted, ``client_data`` is not.
 
+    Deadlines (a positive ``timedelta`` from when the action opens, or ``None``: none):
+    ``approval_deadline`` bounds the wait for an approval (with ``needs_approval``), and
+    ``on_approval_deadline`` says what happens then: :class:`CancelAtDeadline` (the
+    default), :class:`FailAtDeadline`, or :class:`ResolveAtDeadline` with the answer to give
+    (``{"approved": False}`` denies the call). ``output_deadline`` and ``on_output_deadline``
+    do the same for the output a client supplies to a tool without ``execute`` (a
+    ``ResolveAtDeadline`` payload becomes the output, checked here against the tool's
+    ``output_schema``).
+
     Every argument is checked here, and a misuse raises :class:`DefinitionError`. A
     registration compares by identity; the same definition may be registered many times,
     each registration with its own policy.
@@ -54,6 +67,10 @@ class ToolRegistration:
     on_output: Callable[..., Any] | None = field(default=None, kw_only=True)
     needs_approval: bool | Callable[..., Any] = field(default=False, kw_only=True)
     rerun_interrupted: bool = field(default=False, kw_only=True)
+    approval_deadline: timedelta | None = field(default=None, kw_only=True)
+    on_approval_deadline: OnDeadline = field(default_factory=CancelAtDeadline, kw_only=True)
+    output_deadline: timedelta | None = field(default=None, kw_only=True)
+    on_output_deadline: OnDeadline = field(default_factory=CancelAtDeadline, kw_only=True)
 
     def __post_init__(self) -> None:
         if not isinstance(self.tool, ToolDefinition):
@@ -92,6 +109,43 @@ class ToolRegistration:
                 "has no execute (a client supplies its output, which is the decision already); "
                 "drop needs_approval, or give the tool an execute"
             )
+        self._check_deadlines(where)
+
+    def _check_deadlines(self, where: str) -> None:
+        check_delay(self.approval_deadline, where=f"{where}: approval_deadline")
+        check_delay(self.output_deadline, where=f"{where}: output_deadline")
+        check_on_deadline(
+            self.on_approval_deadline,
+            where=f"{where}: on_approval_deadline",
+            schema=APPROVAL_RESPONSE,
+            what="approval",
+        )
+        check_on_deadline(
+            self.on_output_deadline,
+            where=f"{where}: on_output_deadline",
+            schema=self.tool._schemas.output,
+            what="output",
+        )
+        if self.approval_deadline is not None and self.needs_approval is False:
+            _fail(
+                f"{where}: approval_deadline bounds the wait for an approval, but this "
+                "registration asks for none; set needs_approval, or drop approval_deadline"
+            )
+        if self.output_deadline is not None and self.tool.has_execute:
+            _fail(
+                f"{where}: output_deadline bounds the wait for a client's output, but this "
+                "tool has an execute (no client supplies its output); drop output_deadline, "
+                "or give its suspend points a deadline"
+            )
+        for outcome, name, deadline in [
+            (self.on_approval_deadline, "approval", self.approval_deadline),
+            (self.on_output_deadline, "output", self.output_deadline),
+        ]:
+            if deadline is None and outcome != CancelAtDeadline():
+                _fail(
+                    f"{where}: on_{name}_deadline says what happens at {name}_deadline, which "
+                    f"is not set; give {name}_deadline=timedelta(...), or drop on_{name}_deadline"
+                )
 
     @property
     def has_dynamic_description(self) -> bool:
@@ -107,8 +161,12 @@ class ToolRegistration:
                 ("on_output", self.on_output, None),
                 ("needs_approval", self.needs_approval, False),
                 ("rerun_interrupted", self.rerun_interrupted, False),
+                ("approval_deadline", self.approval_deadline, None),
+                ("on_approval_deadline", self.on_approval_deadline, _CANCEL),
+                ("output_deadline", self.output_deadline, None),
+                ("on_output_deadline", self.on_output_deadline, _CANCEL),
             ]
-            if value is not default
+            if value is not default and value != default
         ]
         return f"ToolRegistration({', '.join([repr(self.tool), *policy])})"
 

@@ -18,12 +18,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from types import MappingProxyType
 from typing import Any, ClassVar, Generic, Literal
 
 from typing_extensions import TypeVar
 
 from .._core.capability import Capability
+from .._core.deadlines import CancelAtDeadline, OnDeadline
 from .._core.json import JsonValue
 from .._core.schema import _EMPTY, ToolSchemas, frozen_mapping
 from .context import ToolContext
@@ -41,10 +43,18 @@ class SuspendPoint:
     ``suspend_schema`` parses the input ``ctx.suspend(name, input)`` gives (durable, and
     visible to clients while the call waits); ``resume_schema`` parses the payload a client
     submits to resume it. Both are ``ToolSchema`` values; ``define_tool`` checks them.
+
+    ``deadline`` (a positive ``timedelta``, or ``None``: none) bounds how long a call waits
+    here, from when it suspends; ``ctx.suspend(name, input, deadline=...)`` gives one call
+    another. ``on_deadline`` says what happens then: :class:`CancelAtDeadline` (the
+    default), :class:`FailAtDeadline`, or :class:`ResolveAtDeadline` with a default resume
+    payload, which ``define_tool`` checks against ``resume_schema``.
     """
 
     suspend_schema: Any
     resume_schema: Any
+    deadline: timedelta | None = field(default=None, kw_only=True)
+    on_deadline: OnDeadline = field(default_factory=CancelAtDeadline, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, TypeAlias
 
 import trio
 
-from .._core.call_record import CallRecord, Cancellation, DataItem, Episode
+from .._core.call_record import Approval, CallRecord, Cancellation, DataItem, Episode
 from .._core.errors import StoreConflict, StoreError
 from .._core.parts import Message, TextPart, ToolPart
 from .._core.records import RunRecord, StoredCall, ThreadRecord, UploadedFile
@@ -94,7 +94,13 @@ def _suspended(tool_call_id: str, action_id: str) -> CallRecord:
                 resolved_at=_T0 + timedelta(seconds=5),
                 resume={"approved": False},
             ),
-            Episode(action_id=action_id, name="approval", input={"try": 2}, suspended_at=_T0),
+            Episode(
+                action_id=action_id,
+                name="approval",
+                input={"try": 2},
+                suspended_at=_T0,
+                expires_at=_T0 + timedelta(hours=1),
+            ),
         ),
         data=frozen_mapping(
             {"progress": (DataItem("build", {"step": "build"}, _T0 + timedelta(seconds=1)),)}
@@ -331,6 +337,91 @@ async def _check_pending_actions(store: Store) -> None:
     assert await store.list_tool_data("t1", "nope", "progress") == [], "an unknown call has no data"
 
 
+async def _check_expiring_actions(store: Store) -> None:
+    await _setup(store, _thread("t1"), _thread("t2"), _thread("t3", "scope-b"))
+    soon, later = _T0 + timedelta(minutes=5), _T0 + timedelta(minutes=10)
+    elsewhere = timezone(timedelta(hours=5, minutes=30))  # the same instant, another offset
+    waiting = replace(
+        _suspended("c1", "a1"),
+        episodes=(
+            Episode(
+                action_id="a1", name="approval", input=None, suspended_at=_T0, expires_at=later
+            ),
+        ),
+    )
+    output = replace(_external("c2"), output_expires_at=soon)
+    approval = CallRecord(
+        name="refund",
+        tool_call_id="c3",
+        phase="awaiting_approval",
+        input={"cents": 5},
+        approval=Approval(
+            id="c3.approval", requested_at=_T0, expires_at=soon.astimezone(elsewhere)
+        ),
+    )
+    first = replace(_external("c6"), output_expires_at=_T0 + timedelta(minutes=1))
+    no_deadline = _external("c4")
+    resolved = replace(
+        _suspended("c5", "a5"),
+        phase="done",
+        finish="output-error",
+        error_text="The tool call was cancelled.",
+        episodes=(
+            Episode(
+                action_id="a5",
+                name="approval",
+                input=None,
+                suspended_at=_T0,
+                state="cancelled",
+                resolved_at=_T0,
+                expires_at=_T0,
+            ),
+        ),
+    )
+    async with store.transaction() as tx:
+        c1 = tx.put_call(_call(waiting))
+        c2 = tx.put_call(_call(output))
+        tx.put_call(_call(approval, "t2"))
+        tx.put_call(_call(no_deadline))
+        tx.put_call(_call(resolved))
+        tx.put_call(_call(first, "t3"))
+
+    def listed(actions: list[Any]) -> list[tuple[str, str, datetime | None]]:
+        return [(a.ref.thread_id, a.ref.action_id, a.expires_at) for a in actions]
+
+    everything = await store.list_expiring_actions()
+    expected = [
+        ("t3", "c6", _T0 + timedelta(minutes=1)),
+        ("t1", "c2", soon),
+        ("t2", "c3.approval", soon),
+        ("t1", "a1", later),
+    ]
+    assert listed(everything) == expected, (
+        f"list_expiring_actions() returned {listed(everything)}, expected {expected}: every "
+        "scope's open actions with a deadline, earliest first, ties by thread id"
+    )
+    assert everything[1].call == c2, f"an expiring action's call is {everything[1].call!r}"
+    assert everything[1].input == {"options": ["red"]}, "an expiring action's input is wrong"
+    assert everything[3].ref == c1.action_ref("a1", "approval"), "its ref is wrong"
+    due = listed(await store.list_expiring_actions(until=soon))
+    assert due == expected[:3], f"list_expiring_actions(until=soon) returned {due}"
+    assert await store.list_expiring_actions(until=_T0) == [], "nothing is due at _T0"
+    just = listed(await store.list_expiring_actions(until=soon - timedelta(microseconds=1)))
+    assert just == expected[:1], f"a microsecond before, {just} are due"
+    first_two = listed(await store.list_expiring_actions(limit=2))
+    assert first_two == expected[:2], f"list_expiring_actions(limit=2) returned {first_two}"
+    assert listed(await store.list_expiring_actions(until=soon, limit=1)) == expected[:1]
+    # Resolving an action takes it out; a new deadline comes in.
+    done = replace(output, phase="done", finish="output-available", output_action="submitted")
+    async with store.transaction() as tx:
+        tx.put_call(c2.model_copy(update={"record": done}))
+        tx.put_call(_call(replace(_external("c7"), output_expires_at=_T0), "t2"))
+    after = listed(await store.list_expiring_actions())
+    assert after == [("t2", "c7", _T0), *(e for e in expected if e[1] != "c2")], (
+        f"after resolving c2 and adding c7, list_expiring_actions() returned {after}"
+    )
+
+
 async def _check_files(store: Store) -> None:
     await _setup(store, _thread("t1"))
     file = UploadedFile(
@@ -472,6 +563,7 @@ _CHECKS: tuple[Callable[[Store], Awaitable[None]], ...] = (
     _check_runs,
     _check_calls,
     _check_pending_actions,
+    _check_expiring_actions,
     _check_files,
     _check_atomicity,
     _check_concurrent_writers,
@@ -513,6 +605,11 @@ async def _check_reopen(open_store: StoreOpener) -> None:
         assert await store.get_call("t1", "c1") == call, f"{where}, the call did not survive"
         [action] = await store.list_pending_actions("t1")
         assert action.ref.action_id == "a1", f"{where}, the pending action is {action!r}"
+        [expiring] = await store.list_expiring_actions()
+        assert (expiring.ref.action_id, expiring.expires_at) == (
+            "a1",
+            _T0 + timedelta(hours=1),
+        ), f"{where}, the expiring action is {expiring!r}"
         body = await store.read_file("f1", scope_key="scope-a")
         assert body is not None, f"{where}, the file is gone"
         assert body.body == b"hi", f"{where}, the file is {body!r}"

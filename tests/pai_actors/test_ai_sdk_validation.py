@@ -27,6 +27,7 @@ import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, get_args
 
@@ -38,6 +39,7 @@ from pydantic import BaseModel
 from pai_actors import (
     AgentRuntime,
     ClientTool,
+    FailAtDeadline,
     FilePart,
     Finish,
     MemoryBacking,
@@ -46,6 +48,7 @@ from pai_actors import (
     MessageReplaced,
     ReasoningDelta,
     ReasoningEnd,
+    ResolveAtDeadline,
     ResumeEntry,
     SuspendPoint,
     TextDelta,
@@ -506,6 +509,49 @@ async def interruptions(corpus: Corpus) -> None:
             await Shown(corpus, label, rt, thread_id).snapshot("after the restart")
 
 
+async def deadlines(corpus: Corpus) -> None:
+    """Pending actions with deadlines (``expiresAt`` on the part and the suspension) of each
+    kind, then resolved at them: cancelled, failed, denied."""
+    soon = timedelta(seconds=10)  # (the corpus is built within a minute of trio's clock)
+    late = tool(
+        "asks-late",
+        lambda ctx: ctx.suspend("confirm", {"job": ctx.input.job}),
+        suspend={
+            "confirm": SuspendPoint(
+                suspend_schema=dict[str, Any], resume_schema=Decision, deadline=soon
+            )
+        },
+    )
+    tools = {
+        "late": late,
+        "pay": ToolRegistration(
+            pay_tool(),
+            needs_approval=True,
+            approval_deadline=soon,
+            on_approval_deadline=ResolveAtDeadline({"approved": False, "reason": "too late"}),
+        ),
+        "manual": ToolRegistration(
+            manual(), output_deadline=soon, on_output_deadline=FailAtDeadline("nobody came")
+        ),
+    }
+    pick = ClientTool(PICK.name, PICK.description, PICK.input_schema, deadline=soon)
+    steps: list[Any] = [
+        [
+            tool_call("late", {"job": "j"}),
+            tool_call("pay", {"cents": 1}),
+            tool_call("manual", {"job": "by hand"}),
+            tool_call("pickColor", {"hint": "warm"}),
+        ],
+        text("ok"),
+    ]
+    agent = define_agent(name="a", tools=tools)
+    async with thread(corpus, "deadlines", agent, ScriptedModel(steps)) as t:
+        await t.rt.send(t.thread_id, "go", client_tools=[pick])
+        assert len(await t.actions()) == 4
+        await t.snapshot("waiting, with deadlines")
+        await trio.sleep(20)  # every deadline passes
+
+
 SCENARIOS: list[Callable[[Corpus], Awaitable[None]]] = [
     approvals,
     approval_then_suspension,
@@ -519,6 +565,7 @@ SCENARIOS: list[Callable[[Corpus], Awaitable[None]]] = [
     tool_data,
     notifications,
     interruptions,
+    deadlines,
 ]
 
 
@@ -578,6 +625,8 @@ def facets(cases: dict[str, list[Any]]) -> set[str]:
                 shown.add(f"{kind} {part['state']}")
                 if "approval" in part:
                     shown.add(f"{part['state']} with approval")
+                if "expiresAt" in part:
+                    shown.add(f"{kind} {part['state']} with expiresAt")
                 shown.update(f"suspension {s['state']}" for s in part["suspensions"])
                 if any(part["data"].values()):
                     shown.add("tool data")
@@ -593,6 +642,14 @@ def test_every_message_and_part_the_runtime_emits_passes_the_ai_sdk_validators()
     expected |= {"dynamic-tool output-error", "tool data", "system notification"}
     expected |= {"output-available with approval", "output-error with approval"}
     expected |= {"reasoning", "file"}
+    expected |= {
+        f"{kind} {state} with expiresAt"
+        for kind, state in [
+            ("tool", "input-available"),
+            ("tool", "approval-requested"),
+            ("dynamic-tool", "input-available"),
+        ]
+    }
     assert expected <= shown, f"the corpus no longer shows {sorted(expected - shown)}"
 
     report = validate(corpus.cases)

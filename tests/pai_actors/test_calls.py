@@ -9,7 +9,16 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from pydantic import BaseModel
 
-from pai_actors import ActionResult, SuspendPoint, define_tool, json_schema
+from pai_actors import (
+    ActionResult,
+    CancelAtDeadline,
+    FailAtDeadline,
+    OnDeadline,
+    ResolveAtDeadline,
+    SuspendPoint,
+    define_tool,
+    json_schema,
+)
 from pai_actors._core.call_record import (
     ActionOpened,
     ActionResolved,
@@ -35,6 +44,7 @@ from pai_actors._core.calls import (
     to_part,
     write_data,
 )
+from pai_actors._core.deadlines import expire, pending_expiry
 from pai_actors._core.errors import InvalidTransition
 
 T0 = datetime(2025, 1, 2, tzinfo=UTC)
@@ -350,6 +360,9 @@ def test_events_the_runtime_never_sends_raise_invalid_transition() -> None:
         cancel_call(_running(), None, at=datetime(2025, 1, 1))
 
 
+_DEADLINES = st.sampled_from([None, timedelta(0), timedelta(seconds=5)])
+
+
 class CallMachine(RuleBasedStateMachine):
     """Random suspends, submissions, cancels and failures against the invariants."""
 
@@ -361,34 +374,41 @@ class CallMachine(RuleBasedStateMachine):
         self.resolved: dict[str, object] = {}
         self.clock = T0
 
-    @initialize(execute=st.booleans(), approval=st.booleans())
-    def start(self, execute: bool, approval: bool) -> None:
+    @initialize(execute=st.booleans(), approval=st.booleans(), deadline=_DEADLINES)
+    def start(self, execute: bool, approval: bool, deadline: timedelta | None) -> None:
         self.spec = SEND if execute else ASK
         name = "send" if execute else "ask"
-        self.record, _ = input_available(new_call(name, "c1"), self.spec, {"q": 1})
+        expires_at = None if deadline is None else T0 + deadline
+        self.record, _ = input_available(
+            new_call(name, "c1"), self.spec, {"q": 1}, output_expires_at=expires_at
+        )
         if not execute:
             self.issued.append("c1")
         elif approval:  # a registration with needs_approval: the call waits for it first
-            self.record, _ = request_approval(self.record, approval_id="c1.approval", at=T0)
+            self.record, _ = request_approval(
+                self.record, approval_id="c1.approval", at=T0, expires_at=expires_at
+            )
             self.issued.append("c1.approval")
 
     def _tick(self) -> datetime:
         self.clock += timedelta(seconds=1)
         return self.clock
 
-    @rule()
-    def suspend_now(self) -> None:
+    @rule(deadline=_DEADLINES)
+    def suspend_now(self, deadline: timedelta | None) -> None:
         if self.record.phase != "executing":
             return
         action_id = f"a{len(self.issued)}"
         self.issued.append(action_id)
+        at = self._tick()
         self.record, _ = suspend(
             self.record,
             self.spec,
             "approval",
             {"summary": "s"},
             action_id=action_id,
-            at=self._tick(),
+            at=at,
+            expires_at=None if deadline is None else at + deadline,
         )
 
     def _action_id(self, data: st.DataObject) -> str:
@@ -428,6 +448,32 @@ class CallMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def fail_an_action(self, data: st.DataObject) -> None:
         self._apply(fail_action(self.record, self._action_id(data), "failed", at=self._tick()))
+
+    @rule(
+        data=st.data(),
+        outcome=st.sampled_from(
+            [
+                CancelAtDeadline(),
+                CancelAtDeadline("too late"),
+                FailAtDeadline("Nobody answered in time."),
+                ResolveAtDeadline({"approved": False}),
+                ResolveAtDeadline({"approved": True}),
+                ResolveAtDeadline({"answer": "ok"}),
+                ResolveAtDeadline({"approved": "x"}),  # refused by every schema: it fails
+            ]
+        ),
+        wait=st.sampled_from([0, 3, 30]),
+    )
+    def expire_an_action(self, data: st.DataObject, outcome: OnDeadline, wait: int) -> None:
+        action_id = self._action_id(data)
+        expiry = pending_expiry(self.record, action_id)
+        self.clock += timedelta(seconds=wait)
+        step = expire(self.record, self.spec, action_id, outcome, at=self.clock)
+        self._apply(step)
+        due = expiry is not None and expiry <= self.clock
+        assert (step.result.status == "accepted") == due  # only a due deadline resolves
+        if due:
+            assert pending_expiry(step.record, action_id) is None  # resolved, once
 
     @rule(reason=st.sampled_from([None, "shutdown"]))
     def cancel_the_call(self, reason: str | None) -> None:
@@ -475,6 +521,10 @@ class CallMachine(RuleBasedStateMachine):
     def projection_agrees_with_the_record(self) -> None:
         part = to_part(self.record)
         assert part.state == self.record.state
+        assert part.expires_at == self.record.expires_at
+        pending = self.record.pending_episode
+        if pending is not None:
+            assert part.expires_at == pending.expires_at
         assert (part.pending_suspension is None) == (self.record.pending_episode is None)
         assert part.state in (
             "input-available",

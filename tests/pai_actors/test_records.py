@@ -110,6 +110,7 @@ def _records(odd: str | None = None) -> st.SearchStrategy[CallRecord]:
         state=slot("episode.state", _states, _awkward_states),
         resolved_at=st.none() | slot("episode.resolved_at", _instants, _awkward_instants),
         resume=slot("episode.resume", _json, _awkward_json),
+        expires_at=st.none() | slot("episode.expires_at", _instants, _awkward_instants),
     )
     item = st.builds(
         DataItem,
@@ -132,6 +133,7 @@ def _records(odd: str | None = None) -> st.SearchStrategy[CallRecord]:
         approved=st.none() | slot("approval.approved", st.booleans(), flags),
         reason=st.none() | slot("approval.reason", _text, _awkward_text),
         resolved_at=st.none() | _instants,
+        expires_at=st.none() | slot("approval.expires_at", _instants, _awkward_instants),
     )
     cancelled = st.builds(
         Cancellation,
@@ -152,6 +154,7 @@ def _records(odd: str | None = None) -> st.SearchStrategy[CallRecord]:
         error_text=st.none() | slot("error_text", _text, _awkward_text),
         episodes=slot("episodes", episodes.map(tuple), episodes),  # a list for a tuple
         output_action=st.none() | slot("output_action", _states, _awkward_states),
+        output_expires_at=st.none() | slot("output_expires_at", _instants, _awkward_instants),
         approval=slot("approval", st.none() | approval, approval),
         entry_started=st.booleans(),
         cancelled=slot("cancelled", st.none() | cancelled, cancelled),
@@ -168,12 +171,14 @@ _ODD_SLOTS = [
     "episode.state",
     "episode.resolved_at",
     "episode.resume",
+    "episode.expires_at",
     "item.value",
     "item.updated_at",
     "data.channel",
     "approval.requested_at",
     "approval.approved",
     "approval.reason",
+    "approval.expires_at",
     "cancelled.at",
     "name",
     "dynamic",
@@ -185,6 +190,7 @@ _ODD_SLOTS = [
     "error_text",
     "episodes",
     "output_action",
+    "output_expires_at",
     "approval",
     "cancelled",
     "data",
@@ -406,6 +412,23 @@ def _at(value: Any, path: tuple[Any, ...]) -> Any:
     for key in path:
         value = value[key]
     return value
+
+
+@given(_records())
+def test_a_record_stored_before_deadlines_is_read_fast_with_none(record: CallRecord) -> None:
+    """Records written before the ``expires_at`` keys existed lack them: the fast load reads
+    them (no deadline), exactly as the shape does."""
+    value = _stored_json(record)
+    del value["output_expires_at"]
+    for episode in value["episodes"]:
+        del episode["expires_at"]
+    if value["approval"] is not None:
+        del value["approval"]["expires_at"]
+    loaded = _load_call(value)  # the fast way, taken
+    assert repr(loaded) == _the_shape_load(value)[1]
+    assert loaded.output_expires_at is None
+    assert all(e.expires_at is None for e in loaded.episodes)
+    assert loaded.approval is None or loaded.approval.expires_at is None
 
 
 @given(_instant_texts | _odd_values)

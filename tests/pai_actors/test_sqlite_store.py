@@ -3,10 +3,12 @@ runtime that suspends, closes, reopens the file and resumes."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from pai_actors import (
     SqliteStore,
     Store,
     StoreConflict,
+    StoredCall,
     StoreError,
     SuspendPoint,
     TextPart,
@@ -31,6 +34,7 @@ from pai_actors import (
     define_agent,
     define_tool,
 )
+from pai_actors._core.call_record import CallRecord
 from pai_actors._store import sqlite_schema as sqlite_store_module
 from pai_actors.testing import ScriptedModel, check_store, create_test_runtime, text, tool_call
 
@@ -102,10 +106,12 @@ def user_version(path: Path) -> int:
 
 def test_a_new_file_gets_the_current_schema_version(tmp_path: Path) -> None:
     SqliteStore(tmp_path / "x.db").close()
-    assert user_version(tmp_path / "x.db") == sqlite_store_module.SCHEMA_VERSION == 1
+    assert user_version(tmp_path / "x.db") == sqlite_store_module.SCHEMA_VERSION == 2
 
 
-async def test_a_version_0_empty_database_is_migrated_to_1(tmp_path: Path) -> None:
+async def test_a_version_0_empty_database_is_migrated_to_the_current_version(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "old.db"
     sqlite3.connect(path).close()  # an empty SQLite database: user_version 0, no tables
     assert user_version(path) == 0
@@ -113,7 +119,7 @@ async def test_a_version_0_empty_database_is_migrated_to_1(tmp_path: Path) -> No
         async with store.transaction() as tx:
             tx.create_thread(thread("t1"))
         assert await store.get_thread("t1") == thread("t1")
-    assert user_version(path) == 1
+    assert user_version(path) == sqlite_store_module.SCHEMA_VERSION
 
 
 async def test_an_older_store_migrates_forward_and_keeps_its_data(
@@ -130,15 +136,52 @@ async def test_an_older_store_migrates_forward_and_keeps_its_data(
     monkeypatch.setattr(
         sqlite_store_module, "_MIGRATIONS", (*sqlite_store_module._MIGRATIONS, add_notes)
     )
-    monkeypatch.setattr(sqlite_store_module, "SCHEMA_VERSION", 2)
+    newer = sqlite_store_module.SCHEMA_VERSION + 1
+    monkeypatch.setattr(sqlite_store_module, "SCHEMA_VERSION", newer)
     with SqliteStore(path) as store:
         assert await store.get_thread("t1") == thread("t1")
-    assert user_version(path) == 2
+    assert user_version(path) == newer
     db = sqlite3.connect(path)
     try:
         assert db.execute("SELECT count(*) FROM notes").fetchone() == (0,)
     finally:
         db.close()
+
+
+async def test_a_version_1_store_migrates_and_its_waiting_calls_have_no_deadline(
+    tmp_path: Path,
+) -> None:
+    """A file written before deadlines existed (schema version 1, call JSON without the
+    ``expires_at`` keys) opens: its pending actions have none, and new ones can."""
+    path = tmp_path / "v1.db"
+    record = CallRecord(
+        name="pick", tool_call_id="c1", phase="awaiting_output", output_action="pending"
+    )
+    old = json.loads(
+        StoredCall(
+            thread_id="t1", run_id="r1", message_id="m1", record=record, revision=1
+        ).model_dump_json()
+    )
+    del old["record"]["output_expires_at"]  # as version 1 wrote it
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        sqlite_store_module._MIGRATIONS[0](db)
+        db.execute("PRAGMA user_version = 1")
+        db.execute(
+            "INSERT INTO threads VALUES ('t1', 'a', 1, ?)", (thread("t1").model_dump_json(),)
+        )
+        db.execute("INSERT INTO calls VALUES ('t1', 'c1', 1, 1, 1, ?)", (json.dumps(old),))
+    finally:
+        db.close()
+    with SqliteStore(path) as store:
+        assert user_version(path) == 2
+        [action] = await store.list_pending_actions("t1")
+        assert (action.ref.action_id, action.expires_at) == ("c1", None)
+        assert await store.list_expiring_actions() == []
+        async with store.transaction() as tx:
+            tx.put_call(action.call, record=replace(record, output_expires_at=T0))
+        [expiring] = await store.list_expiring_actions(until=T0)
+        assert (expiring.ref.action_id, expiring.expires_at) == ("c1", T0)
 
 
 def test_a_failed_migration_changes_nothing(
@@ -154,10 +197,11 @@ def test_a_failed_migration_changes_nothing(
     monkeypatch.setattr(
         sqlite_store_module, "_MIGRATIONS", (*sqlite_store_module._MIGRATIONS, broken)
     )
-    monkeypatch.setattr(sqlite_store_module, "SCHEMA_VERSION", 2)
+    current = sqlite_store_module.SCHEMA_VERSION
+    monkeypatch.setattr(sqlite_store_module, "SCHEMA_VERSION", current + 1)
     with pytest.raises(RuntimeError, match="migration bug"):
         SqliteStore(path)
-    assert user_version(path) == 1
+    assert user_version(path) == current
     db = sqlite3.connect(path)
     try:
         assert db.execute("SELECT name FROM sqlite_master WHERE name = 'half'").fetchall() == []
@@ -171,7 +215,7 @@ def test_a_newer_store_is_refused_with_what_to_do(tmp_path: Path) -> None:
     db = sqlite3.connect(path)
     db.execute("PRAGMA user_version = 7")
     db.close()
-    with pytest.raises(StoreError, match=r"schema version 7.*up to 1: upgrade pai_actors"):
+    with pytest.raises(StoreError, match=r"schema version 7.*up to 2: upgrade pai_actors"):
         SqliteStore(path)
     assert user_version(path) == 7
 
