@@ -23,6 +23,7 @@ from jsonschema.protocols import Validator
 from .._client.client import open_client
 from .._core.json import JsonValue
 from .._core.pending import PendingActionView
+from .._core.wire import iso
 
 Ask = Callable[[str], str]
 Say = Callable[[str], None]
@@ -46,6 +47,7 @@ async def list_actions(
                         "input": a.input,
                         "ref": a.ref.to_wire(),
                         "resumeSchema": a.resume_schema,
+                        "expiresAt": None if a.expires_at is None else iso(a.expires_at),
                     }
                     for a in actions
                 ],
@@ -62,10 +64,11 @@ async def list_actions(
 
 def describe(action: PendingActionView) -> str:
     ref = action.ref
+    expires = "" if action.expires_at is None else f"\n    expires: {iso(action.expires_at)}"
     return (
         f"{ref.action_id}  {action.name}  (thread {ref.thread_id}, run {ref.run_id})\n"
         f"    input: {json.dumps(action.input, ensure_ascii=False)}\n"
-        f"    answer: {schema_summary(action.resume_schema)}"
+        f"    answer: {schema_summary(action.resume_schema)}{expires}"
     )
 
 

@@ -31,10 +31,12 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 import trio
+from pydantic import AwareDatetime, TypeAdapter
 from pydantic.alias_generators import to_snake
 from trio_websocket import (
     ConnectionClosed,
@@ -80,6 +82,9 @@ class FileDownload:
 
     file: UploadedFile
     body: bytes
+
+
+_INSTANT: TypeAdapter[datetime] = TypeAdapter(AwareDatetime)
 
 
 class _Call:
@@ -196,11 +201,13 @@ class Client:
 
     def action_view(self, action: Mapping[str, Any]) -> PendingActionView:
         """A view of a pending action as the protocol shows it, resolved through this client."""
+        expires = action.get("expiresAt")
         return PendingActionView(
             self,
             PendingActionRef.model_validate(action["ref"]),
             action["input"],
             action.get("resumeSchema"),
+            None if expires is None else _INSTANT.validate_python(expires),
         )
 
     async def submit_action(self, ref: PendingActionRef, payload: object) -> ActionResult:

@@ -19,6 +19,7 @@ from pydantic.alias_generators import to_camel
 from typing_extensions import TypeVar
 
 from .._core.client_tool import ClientTool
+from .._core.deadlines import on_deadline_to_json
 from .._core.errors import WatchOverflow
 from .._core.json import JsonValue
 from .._core.model import ModelSettings
@@ -73,6 +74,19 @@ class Connection(Protocol):
 _Event = ThreadUpdateOrDelta | ThreadResynced  # what a thread's watch channels carry
 W = TypeVar("W", default=ThreadUpdate | ThreadResynced)
 """What a :class:`ClientWatch` yields (with ``deltas=True``, :class:`MessageDelta` too)."""
+
+
+def _client_tool_wire(tool: ClientTool) -> JsonValue:
+    """A client tool as ``send`` offers it (with its deadline, in seconds, if it has one)."""
+    wire: dict[str, JsonValue] = {
+        "name": tool.name,
+        "description": tool.description,
+        "inputSchema": tool.input_schema,
+    }
+    if tool.deadline is not None:
+        wire["deadline"] = tool.deadline.total_seconds()
+        wire["onDeadline"] = on_deadline_to_json(tool.on_deadline)
+    return wire
 
 
 class ClientThread:
@@ -136,10 +150,7 @@ class ClientThread:
     ) -> str:
         """Send the user's ``text`` (and ``files``, :class:`FilePart` values; and the run's
         ``model_settings``, over the agent's) and return the run's id."""
-        tools: list[JsonValue] = [
-            {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
-            for t in client_tools
-        ]
+        tools: list[JsonValue] = [_client_tool_wire(t) for t in client_tools]
         fields: dict[str, JsonValue] = {}
         if files:
             fields["files"] = [file.to_wire() for file in files]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import reprlib
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import (
@@ -34,7 +35,7 @@ from .._core.actions import ActionResult, PendingActionRef
 from .._core.json import MAX_SAFE_INTEGER, JsonValue
 from .._core.model import ModelSettings
 from .._core.parts import FilePart
-from .._core.wire import Json, WireModel
+from .._core.wire import Json, WireModel, iso
 
 PROTOCOL_VERSION = 1
 """The version every frame carries as ``"v"``."""
@@ -59,11 +60,15 @@ class Cursor(WireModel):
 
 
 class ClientToolSpec(WireModel):
-    """A request-time client tool offered with a ``send``."""
+    """A request-time client tool offered with a ``send``: ``deadline`` (seconds, > 0) and
+    ``onDeadline`` (``{"kind": "cancel", "reason"?}``, ``{"kind": "fail", "error"}`` or
+    ``{"kind": "resolve", "payload"}``) bound how long its output is waited for."""
 
     name: str
     description: str = ""
     input_schema: dict[str, Json] | None = None
+    deadline: float | None = Field(default=None, gt=0)
+    on_deadline: dict[str, Json] | None = None
 
 
 class ModelSettingsSpec(WireModel):
@@ -483,10 +488,21 @@ def watch_ended_frame(thread_id: str, reason: str, message: str) -> dict[str, Js
 
 
 def action_wire(
-    name: str, input: JsonValue, ref: PendingActionRef, resume_schema: JsonValue
+    name: str,
+    input: JsonValue,
+    ref: PendingActionRef,
+    resume_schema: JsonValue,
+    expires_at: datetime | None = None,
 ) -> dict[str, JsonValue]:
-    """A pending action as the protocol shows it."""
-    return {"name": name, "input": input, "ref": ref.to_wire(), "resumeSchema": resume_schema}
+    """A pending action as the protocol shows it (``expiresAt``: its deadline, ``None``
+    when it has none)."""
+    return {
+        "name": name,
+        "input": input,
+        "ref": ref.to_wire(),
+        "resumeSchema": resume_schema,
+        "expiresAt": None if expires_at is None else iso(expires_at),
+    }
 
 
 def action_result_wire(result: ActionResult) -> dict[str, JsonValue]:

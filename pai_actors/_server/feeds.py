@@ -49,7 +49,7 @@ _log = logging.getLogger("pai_actors.server")
 
 def view_wire(view: PendingActionView) -> dict[str, JsonValue]:
     """A pending action view as the protocol shows it."""
-    return action_wire(view.name, view.input, view.ref, view.resume_schema)
+    return action_wire(view.name, view.input, view.ref, view.resume_schema, view.expires_at)
 
 
 def state_actions(

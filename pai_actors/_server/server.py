@@ -30,6 +30,7 @@ import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, TypeAlias
 
 import trio
@@ -44,8 +45,10 @@ from trio_websocket import (
 
 from .._core.actions import ActionResult, PendingActionRef
 from .._core.client_tool import ClientTool
+from .._core.deadlines import CancelAtDeadline, on_deadline_from_json
 from .._core.errors import (
     AgentNotFound,
+    DefinitionError,
     FileNotFound,
     MigrationRequired,
     PaiError,
@@ -59,6 +62,7 @@ from .._protocol.frames import (
     MAX_FRAME_BYTES,
     CancelActionRequest,
     CancelRunRequest,
+    ClientToolSpec,
     CreateThreadRequest,
     ErrorCode,
     FailActionRequest,
@@ -119,6 +123,27 @@ class Identity:
 
 Authenticate: TypeAlias = Callable[[str], "Identity | Awaitable[Identity | None] | None"]
 """``authenticate(token) -> Identity | None`` (sync or async): ``None`` refuses the token."""
+
+
+def _client_tool(spec: ClientToolSpec) -> ClientTool:
+    """The client tool a ``send`` offers (:class:`DefinitionError` if its deadline's
+    outcome is not one)."""
+    if spec.deadline is None:
+        if spec.on_deadline is not None:
+            raise DefinitionError(
+                f"client tool {spec.name!r}: onDeadline needs a deadline (seconds > 0)"
+            )
+        return ClientTool(spec.name, spec.description, spec.input_schema or {})
+    on_deadline = (
+        CancelAtDeadline() if spec.on_deadline is None else on_deadline_from_json(spec.on_deadline)
+    )
+    return ClientTool(
+        spec.name,
+        spec.description,
+        spec.input_schema or {},
+        deadline=timedelta(seconds=spec.deadline),
+        on_deadline=on_deadline,
+    )
 
 
 class _Refused(Exception):
@@ -321,10 +346,10 @@ class _Connection:
             return {"threadId": thread_id}
         if isinstance(request, SendRequest):
             await self._in_scope(request.thread_id)
-            tools = [
-                ClientTool(tool.name, tool.description, tool.input_schema or {})
-                for tool in request.client_tools
-            ]
+            try:
+                tools = [_client_tool(tool) for tool in request.client_tools]
+            except DefinitionError as exc:
+                raise _Refused("invalid-request", str(exc)) from None
             run_id = await rt.send(
                 request.thread_id,
                 request.text,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import gc
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ import trio
 from trio_websocket import ConnectionRejected
 
 from pai_actors import (
+    ClientTool,
     FilePart,
     Finish,
     MemoryStore,
@@ -31,14 +33,20 @@ from pai_actors import (
     ModelEvent,
     ModelRequest,
     ModelSettings,
+    ResolveAtDeadline,
+    ResumeEntry,
     RunStatusChanged,
+    SuspendPoint,
     TextDelta,
     ThreadUpdate,
+    ToolContext,
     ToolDataUpdated,
     ToolPartUpdated,
     WatchOverflow,
     create_pai,
     define_agent,
+    define_tool,
+    json_schema,
 )
 from pai_actors.client import (
     AuthenticationFailed,
@@ -50,7 +58,7 @@ from pai_actors.client import (
     open_client,
 )
 from pai_actors.server import Identity, open_server
-from pai_actors.testing import ScriptedModel, create_test_runtime, text
+from pai_actors.testing import ScriptedModel, create_test_runtime, text, tool_call
 
 from .protocol_app import (
     ALICE,
@@ -591,3 +599,72 @@ async def test_a_client_sends_model_settings_with_its_message() -> None:
     assert run is not None
     assert ModelSettings.from_json(run.model_settings) == asked
     assert refused.value.code == "invalid-request"
+
+
+async def test_a_pending_actions_deadline_reaches_the_client() -> None:
+    async def ask(ctx: ToolContext) -> Any:
+        if isinstance(ctx.entry, ResumeEntry):
+            return "ok"
+        return ctx.suspend("approval", {}, deadline=timedelta(hours=1))
+
+    point = SuspendPoint(
+        suspend_schema=json_schema({"type": "object"}),
+        resume_schema=json_schema({"type": "object"}),
+    )
+    asking = define_tool(
+        id="test.ask.v1",
+        description="Ask.",
+        input_schema=json_schema({"type": "object"}),
+        suspend={"approval": point},
+        execute=ask,
+    )
+    model = ScriptedModel([tool_call("ask", {}), text("done")])
+    agent = define_agent(name="asker", tools={"ask": asking})
+    with trio.fail_after(10):
+        async with (
+            create_test_runtime(agent, model=model) as rt,
+            open_server(rt, authenticate=authenticate) as server,
+            open_client(server.url, token=ALICE) as client,
+        ):
+            thread = await client.create_thread()
+            await thread.send("ask me")
+            await rt.wait_idle(thread.thread_id)
+            [here] = await rt.pending_actions(thread.thread_id)
+            [there] = await client.pending_actions(thread.thread_id)
+            listed = await client.request("listPendingActions", threadId=thread.thread_id)
+    assert here.expires_at is not None
+    assert there.expires_at == here.expires_at
+    [wire] = listed["actions"]
+    assert wire["expiresAt"] == here.expires_at.isoformat().replace("+00:00", "Z")
+
+
+async def test_a_client_tools_deadline_crosses_the_wire() -> None:
+    pick = ClientTool(
+        "pickDate",
+        "Ask the user for a date.",
+        {"type": "object"},
+        deadline=timedelta(minutes=5),
+        on_deadline=ResolveAtDeadline("2026-01-01"),
+    )
+    model = ScriptedModel([tool_call("pickDate", {}), text("done")])
+    agent = define_agent(name="planner", tools={})
+    with trio.fail_after(10):
+        async with (
+            create_test_runtime(agent, model=model) as rt,
+            open_server(rt, authenticate=authenticate) as server,
+            open_client(server.url, token=ALICE) as client,
+        ):
+            thread = await client.create_thread()
+            await thread.send("when?", client_tools=[pick])
+            await rt.wait_idle(thread.thread_id)
+            [action] = await rt.pending_actions(thread.thread_id)
+            with pytest.raises(ServerError) as refused:
+                await client.request(
+                    "send",
+                    threadId=thread.thread_id,
+                    text="x",
+                    clientTools=[{"name": "t", "deadline": 5, "onDeadline": {"kind": "later"}}],
+                )
+    assert action.expires_at is not None
+    assert refused.value.code == "invalid-request"
+    assert "not a deadline outcome" in str(refused.value)
