@@ -9,6 +9,7 @@ error it raises can always be sent back as a text frame.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -678,8 +679,12 @@ def test_a_tool_part_update_always_says_which_action_its_part_shows() -> None:
         "input": {"n": 1},
         "ref": REF_WIRE,
         "resumeSchema": {"type": "object"},
+        "expiresAt": None,  # no deadline
     }
     assert update_frame("t", cursor, update, action)["pendingAction"] == action
+    at = datetime(2026, 1, 1, 12, 30, tzinfo=UTC)
+    expiring = action_wire("ask.approval", {"n": 1}, REF, {"type": "object"}, at)
+    assert expiring["expiresAt"] == "2026-01-01T12:30:00Z"
 
 
 def test_a_message_update_says_which_action_each_of_its_tool_parts_shows() -> None:
