@@ -26,7 +26,7 @@ from .._core.model import ModelSettings
 from .._core.parts import FilePart, Message, ToolPart
 from .._core.pending import PendingActionView
 from .._core.state import RunState, ThreadState
-from .._core.updates import MessageDelta, ThreadUpdate, ThreadUpdateOrDelta, hold_delta
+from .._core.updates import DeltaHold, MessageDelta, ThreadUpdate, ThreadUpdateOrDelta
 from .._protocol.replica import ThreadReplica
 from .errors import ClientError, ConnectionLost, ServerError
 
@@ -72,6 +72,12 @@ class Connection(Protocol):
 
 
 _Event = ThreadUpdateOrDelta | ThreadResynced  # what a thread's watch channels carry
+
+
+def _as_is(delta: MessageDelta) -> _Event:
+    return delta
+
+
 W = TypeVar("W", default=ThreadUpdate | ThreadResynced)
 """What a :class:`ClientWatch` yields (with ``deltas=True``, :class:`MessageDelta` too)."""
 
@@ -99,13 +105,10 @@ class ClientThread:
         self._replica: ThreadReplica | None = None
         self._state: ThreadState | None = None
         self._watchers: set[trio.MemorySendChannel[_Event]] = set()
-        # the watches that asked for MessageDelta updates, and whether the server was asked
-        self._delta_watchers: set[trio.MemorySendChannel[_Event]] = set()
+        # the watches that asked for MessageDelta updates, each with how it takes them, and
+        # whether the server was asked for them
+        self._delta_watchers: dict[trio.MemorySendChannel[_Event], DeltaHold[_Event]] = {}
         self._deltas_asked = False
-        # per delta watch: its deltas held back (joined per message part), and how many of
-        # its channel's slots deltas may fill (the rest stays free for the stored updates)
-        self._held: dict[trio.MemorySendChannel[_Event], list[MessageDelta]] = {}
-        self._delta_room: dict[trio.MemorySendChannel[_Event], int] = {}
         # why the client ended a watch: it fell behind, the server refused it, the client gave up
         self._endings: dict[trio.MemorySendChannel[_Event], Exception] = {}
         self._first_snapshot = False  # the next snapshot starts a watch (no ThreadResynced)
@@ -216,8 +219,7 @@ class ClientThread:
         first = not self._watchers
         self._watchers.add(send)
         if deltas:
-            self._delta_watchers.add(send)
-            self._delta_room[send] = max(1, capacity // 2)
+            self._delta_watchers[send] = DeltaHold[_Event](max(1, capacity // 2), _as_is)
         try:
             if first:
                 self._first_snapshot = True
@@ -229,13 +231,11 @@ class ClientThread:
                     self.thread_id,
                     receive,
                     lambda: self._ended(send),
-                    lambda: self._flush(send, limit=self._delta_room.get(send)),
+                    lambda: self._read_one(send),
                 )
         finally:
             self._watchers.discard(send)
-            self._delta_watchers.discard(send)
-            self._held.pop(send, None)
-            self._delta_room.pop(send, None)
+            self._delta_watchers.pop(send, None)
             self._endings.pop(send, None)
             send.close()
             if not self._watchers and self._client._ws is not None:
@@ -312,20 +312,18 @@ class ClientThread:
         self, event: ThreadUpdateOrDelta | ThreadResynced, *, deltas_only: bool = False
     ) -> None:
         for send in list(self._delta_watchers if deltas_only else self._watchers):
+            deltas = self._delta_watchers.get(send)
             try:
                 if isinstance(event, MessageDelta):
-                    room = self._delta_room[send]
-                    if send in self._held or send.statistics().current_buffer_used >= room:
-                        hold_delta(self._held.setdefault(send, []), event)
-                    else:
-                        send.send_nowait(event)
+                    if deltas is not None:
+                        deltas.offer(send, event)
                     continue
-                if not self._flush(send, limit=None):
+                if deltas is not None and not deltas.flush(send, limit=None):
                     raise trio.WouldBlock
                 send.send_nowait(event)
             except trio.WouldBlock:
                 self._watchers.discard(send)
-                self._delta_watchers.discard(send)
+                self._delta_watchers.pop(send, None)
                 self._endings[send] = WatchOverflow(
                     f"this watch of thread {self.thread_id!r} fell more than its capacity of "
                     "updates behind and was dropped; its get_state() stays current: watch again"
@@ -333,24 +331,16 @@ class ClientThread:
                 send.close()
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self._watchers.discard(send)  # that watch's block has ended
-                self._delta_watchers.discard(send)
+                self._delta_watchers.pop(send, None)
 
-    def _flush(self, send: trio.MemorySendChannel[_Event], *, limit: int | None) -> bool:
-        """Queue the deltas held for ``send`` while its channel holds fewer than ``limit``
-        (``None``: as far as they fit); ``True`` once none is held."""
-        held = self._held.get(send)
-        while held:
-            if limit is not None and send.statistics().current_buffer_used >= limit:
-                return False
+    def _read_one(self, send: trio.MemorySendChannel[_Event]) -> None:
+        """A watch's reader took an event: room for the deltas held back for it."""
+        deltas = self._delta_watchers.get(send)
+        if deltas is not None and deltas.held:
             try:
-                send.send_nowait(held[0])
-            except trio.WouldBlock:
-                return False
+                deltas.flush(send, limit=deltas.room)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
-                break
-            del held[0]
-        self._held.pop(send, None)
-        return True
+                deltas.held.clear()
 
     def _ended(self, send: trio.MemorySendChannel[_Event]) -> Exception:
         """What the watch fed by ``send`` raises once it has ended."""
@@ -360,7 +350,7 @@ class ClientThread:
         """End every watch of this thread: each raises ``error`` after its buffered updates."""
         for send in list(self._watchers):
             self._watchers.discard(send)
-            self._delta_watchers.discard(send)
+            self._delta_watchers.pop(send, None)
             self._endings[send] = error
             send.close()
 

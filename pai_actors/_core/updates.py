@@ -7,12 +7,16 @@ Each is a frozen wire model with ``to_wire()`` (the protocol's camelCase JSON); 
 
 from __future__ import annotations
 
-from typing import Literal, TypeAlias
+from collections.abc import Callable
+from typing import Any, Generic, Literal, Protocol, TypeAlias, TypeVar
 
 from .json import JsonValue
 from .parts import Message, ToolDataItem, ToolPart
 from .state import RunState
 from .wire import WireModel
+
+T = TypeVar("T")
+T_contra = TypeVar("T_contra", contravariant=True)
 
 
 class MessageAppended(WireModel):
@@ -116,18 +120,63 @@ class MessageDelta(WireModel):
         }
 
 
-def hold_delta(held: list[MessageDelta], delta: MessageDelta) -> None:
-    """Add ``delta`` to the fragments a watcher has no room for yet: joined to the last one
-    when it continues the same part of the same message, else after it."""
-    last = held[-1] if held else None
-    if last is not None and (last.message_id, last.part, last.run_id) == (
-        delta.message_id,
-        delta.part,
-        delta.run_id,
-    ):
-        held[-1] = last.model_copy(update={"delta": last.delta + delta.delta})
-    else:
-        held.append(delta)
+class _Channel(Protocol[T_contra]):
+    """What :class:`DeltaHold` needs of a trio memory send channel (the core names no trio)."""
+
+    def send_nowait(self, value: T_contra, /) -> None: ...
+
+    def statistics(self) -> Any: ...
+
+
+class DeltaHold(Generic[T]):
+    """How a watch takes a model's streamed fragments without ever being dropped for them.
+
+    Deltas fill at most ``room`` slots of the watch's channel (half of it, by the callers'
+    choice), so the other slots stay free for the stored updates a watch must not miss. A
+    delta that finds no room is held, joined to the held delta of the same message part,
+    and goes into the channel, in order, before anything sent after it: when the reader
+    makes room (:meth:`flush` with the room as ``limit``) or when the next stored update
+    comes (``limit=None``: as far as the channel holds). ``wrap`` makes a channel item of a
+    delta (the delta itself, or the protocol's ``delta`` frame)."""
+
+    __slots__ = ("held", "room", "wrap")
+
+    def __init__(self, room: int, wrap: Callable[[MessageDelta], T]) -> None:
+        self.room = room
+        self.wrap = wrap
+        self.held: list[MessageDelta] = []
+
+    def offer(self, channel: _Channel[T], delta: MessageDelta) -> None:
+        """Send ``delta``, or hold it if deltas already fill their room or some are held."""
+        if self.held or channel.statistics().current_buffer_used >= self.room:
+            self._hold(delta)
+        else:
+            channel.send_nowait(self.wrap(delta))
+
+    def flush(self, channel: _Channel[T], *, limit: int | None) -> bool:
+        """Send the held deltas while the channel holds fewer than ``limit`` items (``None``:
+        while it has room); ``True`` once none is held."""
+        held = self.held
+        while held:
+            stats = channel.statistics()
+            bound = stats.max_buffer_size if limit is None else limit
+            if stats.current_buffer_used >= bound:
+                return False
+            channel.send_nowait(self.wrap(held[0]))
+            del held[0]
+        return True
+
+    def _hold(self, delta: MessageDelta) -> None:
+        held = self.held
+        last = held[-1] if held else None
+        if last is not None and (last.message_id, last.part, last.run_id) == (
+            delta.message_id,
+            delta.part,
+            delta.run_id,
+        ):
+            held[-1] = last.model_copy(update={"delta": last.delta + delta.delta})
+        else:
+            held.append(delta)
 
 
 ThreadUpdate: TypeAlias = (

@@ -37,6 +37,7 @@ from typing_extensions import TypeVar
 from .._core.errors import WatchOverflow
 from .._core.state import ThreadState
 from .._core.updates import (
+    DeltaHold,
     MessageAppended,
     MessageDelta,
     MessageReplaced,
@@ -44,7 +45,6 @@ from .._core.updates import (
     ThreadUpdate,
     ThreadUpdateOrDelta,
     ToolPartUpdated,
-    hold_delta,
 )
 from .._store.base import (
     AppendMessage,
@@ -62,6 +62,10 @@ DEFAULT_WATCH_CAPACITY = 256
 U = TypeVar("U", default=ThreadUpdate)
 """What a :class:`ThreadWatch` yields: :data:`ThreadUpdate`, or with ``deltas=True``
 :data:`ThreadUpdateOrDelta`."""
+
+
+def _as_is(delta: MessageDelta) -> ThreadUpdateOrDelta:
+    return delta
 
 
 def updates_of(writes: Sequence[Write]) -> list[ThreadUpdate]:
@@ -96,28 +100,20 @@ def threads_shown(writes: Sequence[Write]) -> frozenset[str]:
 class Watcher:
     thread_id: str
     send: trio.MemorySendChannel[ThreadUpdateOrDelta]
-    deltas: bool = False  # it receives MessageDelta updates
+    # with ``deltas=True``: how it takes MessageDelta updates (else it gets none)
+    deltas: DeltaHold[ThreadUpdateOrDelta] | None = None
     overflowed: bool = False
     dirty: bool = False  # a commit for its thread began since it was added
-    # Deltas held back, joined per message part, in order: a watcher's channel holds at
-    # most ``delta_room`` deltas, so the rest of it stays free for the updates that are
-    # stored (which the watch must not miss); held deltas go before anything published
-    # after them, as the watcher reads.
-    held: list[MessageDelta] = field(default_factory=list)
-    delta_room: int = 1
 
     def offer(self, update: ThreadUpdateOrDelta) -> bool:
         """Give the watcher ``update``; ``False`` if it does not fit (an update the watch
-        must not miss: the watcher is to be dropped). A delta beyond ``delta_room`` is held,
-        joined to the held delta of the same message part: a model can stream faster than
-        a watcher reads, and the fragments it gets are then longer."""
+        must not miss: the watcher is to be dropped). Deltas never drop it (:class:`DeltaHold`)."""
+        deltas = self.deltas
         if isinstance(update, MessageDelta):
-            if self.held or self.send.statistics().current_buffer_used >= self.delta_room:
-                self._hold(update)
-            else:
-                self.send.send_nowait(update)
+            if deltas is not None:
+                deltas.offer(self.send, update)
             return True
-        if self.held and not self.flush(limit=None):
+        if deltas is not None and not deltas.flush(self.send, limit=None):
             return False
         try:
             self.send.send_nowait(update)
@@ -125,25 +121,14 @@ class Watcher:
             return False
         return True
 
-    def flush(self, *, limit: int | None) -> bool:
-        """Move the held deltas into the channel while it holds fewer than ``limit`` items
-        (``None``: as far as they fit); ``True`` once none is held."""
-        held = self.held
-        while held:
-            if limit is not None and self.send.statistics().current_buffer_used >= limit:
-                return False
+    def read_one(self) -> None:
+        """The reader took an update: room for the deltas held back."""
+        deltas = self.deltas
+        if deltas is not None and deltas.held:
             try:
-                self.send.send_nowait(held[0])
-            except trio.WouldBlock:
-                return False
+                deltas.flush(self.send, limit=deltas.room)
             except (trio.ClosedResourceError, trio.BrokenResourceError):
-                held.clear()
-                break
-            del held[0]
-        return True
-
-    def _hold(self, delta: MessageDelta) -> None:
-        hold_delta(self.held, delta)
+                deltas.held.clear()  # the watch ended meanwhile
 
 
 @dataclass(eq=False)
@@ -187,7 +172,8 @@ class WatchHub:
         self, thread_id: str, capacity: int, *, deltas: bool = False
     ) -> tuple[Watcher, trio.MemoryReceiveChannel[ThreadUpdateOrDelta]]:
         send, receive = trio.open_memory_channel[ThreadUpdateOrDelta](capacity)
-        watcher = Watcher(thread_id, send, deltas, delta_room=max(1, capacity // 2))
+        hold = DeltaHold[ThreadUpdateOrDelta](max(1, capacity // 2), _as_is) if deltas else None
+        watcher = Watcher(thread_id, send, hold)
         self._watchers.setdefault(thread_id, set()).add(watcher)
         if deltas:
             self._delta_watchers[thread_id] = self._delta_watchers.get(thread_id, 0) + 1
@@ -200,7 +186,7 @@ class WatchHub:
             watchers.discard(watcher)
             if not watchers:
                 del self._watchers[thread_id]
-            if watcher.deltas:
+            if watcher.deltas is not None:
                 left = self._delta_watchers[thread_id] - 1
                 if left:
                     self._delta_watchers[thread_id] = left
@@ -230,7 +216,7 @@ class WatchHub:
         for update in updates:
             delta = isinstance(update, MessageDelta)
             for watcher in list(self._watchers.get(update.thread_id, ())):
-                if delta and not watcher.deltas:
+                if delta and watcher.deltas is None:
                     continue
                 try:
                     fits = watcher.offer(update)
@@ -276,9 +262,7 @@ class ThreadWatch(Generic[U]):
             update = await self._receive.receive()
         except (trio.EndOfChannel, trio.ClosedResourceError):
             raise self._ended() from None
-        watcher = self._watcher
-        if watcher.held:  # room for the deltas held back
-            watcher.flush(limit=watcher.delta_room)
+        self._watcher.read_one()
         return cast(U, update)
 
     async def receive(self) -> U:
@@ -297,9 +281,7 @@ class ThreadWatch(Generic[U]):
             update = self._receive.receive_nowait()
         except (trio.EndOfChannel, trio.ClosedResourceError):
             raise self._ended() from None
-        watcher = self._watcher
-        if watcher.held:
-            watcher.flush(limit=watcher.delta_room)
+        self._watcher.read_one()
         return cast(U, update)
 
     def _ended(self) -> Exception:

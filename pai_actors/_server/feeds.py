@@ -29,13 +29,13 @@ from .._core.parts import ToolPart
 from .._core.pending import PendingActionView
 from .._core.state import ThreadState
 from .._core.updates import (
+    DeltaHold,
     MessageAppended,
     MessageDelta,
     MessageReplaced,
     RunStatusChanged,
     ThreadUpdate,
     ToolPartUpdated,
-    hold_delta,
 )
 from .._protocol.frames import Cursor, action_wire, delta_frame, snapshot_frame
 from .._protocol.replica import ThreadReplica, UpdateLog
@@ -107,23 +107,13 @@ class Subscriber:
 
     send: trio.MemorySendChannel[dict[str, JsonValue]]
     receive: trio.MemoryReceiveChannel[dict[str, JsonValue]]
-    deltas: bool = False  # it gets the ``delta`` frames
+    # with ``deltas``: how it takes the ``delta`` frames (else it gets none)
+    deltas: DeltaHold[dict[str, JsonValue]] | None = None
     overflowed: bool = False
-    # ``delta`` updates held back, joined per message part: delta frames fill at most
-    # ``delta_room`` of the channel, so the rest stays free for the update frames the watch
-    # must not miss
-    held: list[MessageDelta] = field(default_factory=list)
-    delta_room: int = 1
 
     def offer(self, frame: dict[str, JsonValue]) -> bool:
-        """Queue ``frame``; ``False`` if an update frame does not fit (drop the watch)."""
-        if frame["type"] == "delta":
-            if self.held or self.send.statistics().current_buffer_used >= self.delta_room:
-                hold_delta(self.held, MessageDelta.model_validate(frame["update"]))
-            else:
-                self.send.send_nowait(frame)
-            return True
-        if not self.flush(limit=None):
+        """Queue an update frame; ``False`` if it does not fit (drop the watch)."""
+        if self.deltas is not None and not self.deltas.flush(self.send, limit=None):
             return False
         try:
             self.send.send_nowait(frame)
@@ -131,19 +121,10 @@ class Subscriber:
             return False
         return True
 
-    def flush(self, *, limit: int | None) -> bool:
-        """Queue the held deltas' frames while the channel holds fewer than ``limit``
-        (``None``: as far as they fit); ``True`` once none is held."""
-        while self.held:
-            if limit is not None and self.send.statistics().current_buffer_used >= limit:
-                return False
-            delta = self.held[0]
-            try:
-                self.send.send_nowait(delta_frame(delta.thread_id, delta.to_wire()))
-            except trio.WouldBlock:
-                return False
-            del self.held[0]
-        return True
+    def read_one(self) -> None:
+        """A frame was forwarded: room for the delta frames held back."""
+        if self.deltas is not None and self.deltas.held:
+            self.deltas.flush(self.send, limit=self.deltas.room)
 
     reason: str | None = None
 
@@ -222,9 +203,8 @@ class FeedHub:
         if deltas:
             frames = [*frames, *_so_far(feed)]
         send, receive = trio.open_memory_channel[dict[str, JsonValue]](self._subscriber_capacity)
-        subscriber = Subscriber(
-            send, receive, deltas, delta_room=max(1, self._subscriber_capacity // 2)
-        )
+        hold = DeltaHold(max(1, self._subscriber_capacity // 2), _frame_of) if deltas else None
+        subscriber = Subscriber(send, receive, hold)
         feed.subscribers.add(subscriber)
         feed.idle_since = None
         return subscriber, frames
@@ -322,7 +302,12 @@ class FeedHub:
         subscribers that take deltas."""
         so_far = feed.streaming.setdefault((update.message_id, update.run_id), {})
         so_far[update.part] = so_far.get(update.part, "") + update.delta
-        self._send(feed, delta_frame(feed.thread_id, update.to_wire()), deltas_only=True)
+        for subscriber in list(feed.subscribers):
+            if subscriber.deltas is not None:
+                try:
+                    subscriber.deltas.offer(subscriber.send, update)
+                except (trio.ClosedResourceError, trio.BrokenResourceError):
+                    feed.subscribers.discard(subscriber)
 
     def _publish(self, feed: Feed, log: UpdateLog, update: Any) -> None:
         if feed.streaming and isinstance(
@@ -335,10 +320,8 @@ class FeedHub:
         feed.replica.apply(frame)
         self._send(feed, frame)
 
-    def _send(self, feed: Feed, frame: dict[str, JsonValue], *, deltas_only: bool = False) -> None:
+    def _send(self, feed: Feed, frame: dict[str, JsonValue]) -> None:
         for subscriber in list(feed.subscribers):
-            if deltas_only and not subscriber.deltas:
-                continue
             try:
                 fits = subscriber.offer(frame)
             except (trio.ClosedResourceError, trio.BrokenResourceError):
@@ -348,6 +331,10 @@ class FeedHub:
                 subscriber.overflowed = True
                 feed.subscribers.discard(subscriber)
                 subscriber.send.close()
+
+
+def _frame_of(delta: MessageDelta) -> dict[str, JsonValue]:
+    return delta_frame(delta.thread_id, delta.to_wire())
 
 
 def _so_far(feed: Feed) -> list[dict[str, JsonValue]]:
@@ -364,7 +351,7 @@ def _so_far(feed: Feed) -> list[dict[str, JsonValue]]:
                     part=part,
                     delta=parts[part],
                 )
-                frames.append(delta_frame(feed.thread_id, update.to_wire()))
+                frames.append(_frame_of(update))
     return frames
 
 

@@ -454,8 +454,7 @@ class _Connection:
     ) -> None:
         with scope:
             async for frame in subscriber.receive:
-                if subscriber.held:  # room for the delta frames held back
-                    subscriber.flush(limit=subscriber.delta_room)
+                subscriber.read_one()  # room for the delta frames held back
                 await self._out_send.send(frame)
             if self._watches.get(thread_id, (None,))[0] is subscriber:
                 del self._watches[thread_id]
