@@ -51,7 +51,7 @@ from .._core.model import (
     ToolInputStart,
     Usage,
 )
-from .base import ProviderModel, StreamReader, import_sdk
+from .base import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, ProviderModel, StreamReader
 from .common import (
     OpenCall,
     data_url,
@@ -85,11 +85,11 @@ def to_anthropic_request(
     for message in request.messages:
         if isinstance(message, ModelSystemMessage):
             if messages:
-                messages.append({"role": "user", "content": [_text(message.text)]})
+                messages.append({"role": "user", "content": _texts(message.text)})
             else:
                 system.append(message.text)
         elif isinstance(message, ModelUserMessage):
-            content = [_text(message.text), *(_file_block(f, provider) for f in message.files)]
+            content = [*_texts(message.text), *(_file_block(f, provider) for f in message.files)]
             messages.append({"role": "user", "content": content})
         elif isinstance(message, ModelAssistantMessage):
             blocks: list[JsonValue] = []
@@ -161,6 +161,11 @@ def _file_block(file: ModelFilePart, provider: str) -> JsonValue:
     if kind == "document" and file.filename is not None:
         block["title"] = file.filename
     return block
+
+
+def _texts(text: str) -> list[JsonValue]:
+    """A text block, or none for an empty text (the API refuses empty text blocks)."""
+    return [_text(text)] if text else []
 
 
 def _text(text: str) -> JsonValue:
@@ -308,6 +313,8 @@ class AnthropicModel(ProviderModel):
     base_url_variable: ClassVar[str] = "ANTHROPIC_BASE_URL"
     default_base_url: ClassVar[str] = "https://api.anthropic.com"
     extra: ClassVar[str] = "anthropic"
+    sdk_module: ClassVar[str] = "anthropic"
+    client_class: ClassVar[str] = "AsyncAnthropic"
 
     def __init__(
         self,
@@ -316,8 +323,8 @@ class AnthropicModel(ProviderModel):
         base_url: str | None = None,
         api_key: str | None = None,
         provider: str | None = None,
-        max_retries: int = 2,
-        timeout: float = 600.0,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        timeout: float = DEFAULT_TIMEOUT,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         thinking: Mapping[str, object] | None = None,
         extra_body: Mapping[str, object] | None = None,
@@ -335,15 +342,6 @@ class AnthropicModel(ProviderModel):
             client=client,
         )
         self.thinking = None if thinking is None else dict(thinking)
-
-    @classmethod
-    def _import_sdk(cls) -> Any:
-        return import_sdk("anthropic", cls.__name__, cls.extra)
-
-    def _make_client(self, base_url: str, api_key: str) -> Any:
-        return self._sdk.AsyncAnthropic(
-            base_url=base_url, api_key=api_key, max_retries=self.max_retries, timeout=self.timeout
-        )
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         settings = self.settings_for(request)

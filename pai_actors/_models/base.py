@@ -22,12 +22,11 @@ import trio
 from .._core.errors import DefinitionError, ModelProviderError
 from .._core.json import JsonValue, to_json_value
 from .._core.model import ModelEvent, ModelRequest, ModelSettings
-from .clients import run_client
+from .clients import CLOSE_SECONDS, run_client
 from .common import malformed
 from .faults import Endpoint, Secret, provider_error, redact
 from .sse import SSEDecoder
 
-CLOSE_SECONDS = 5.0
 DEFAULT_TIMEOUT = 600.0
 DEFAULT_MAX_RETRIES = 2
 
@@ -50,8 +49,9 @@ class ProviderModel:
     """A :class:`~pai_actors.Model` over a provider's official SDK (a base class).
 
     Subclasses name the provider (``provider``, ``key_variable``, ``base_url_variable``,
-    ``default_base_url``) and implement :meth:`_import_sdk`, :meth:`_make_client`,
-    :meth:`_open` (send the request, return the SDK's stream) and :meth:`_reader`.
+    ``default_base_url``) and its SDK (``extra`` installs the module ``sdk_module``, whose
+    ``client_class`` is made with the base URL, the key, ``max_retries`` and ``timeout``), and
+    implement :meth:`_open` (send the request, return the SDK's stream) and :meth:`_reader`.
 
     Concurrency contract: an adapter holds no per-step state; any number of steps may
     stream at once, in one trio run or several (each run has its own SDK client).
@@ -62,6 +62,8 @@ class ProviderModel:
     base_url_variable: ClassVar[str]
     default_base_url: ClassVar[str]
     extra: ClassVar[str]  # the pip extra that installs the SDK
+    sdk_module: ClassVar[str]  # the SDK's module
+    client_class: ClassVar[str]  # its async client class
 
     def __init__(
         self,
@@ -129,10 +131,13 @@ class ProviderModel:
 
     @classmethod
     def _import_sdk(cls) -> Any:
-        raise NotImplementedError
+        return import_sdk(cls.sdk_module, cls.__name__, cls.extra)
 
     def _make_client(self, base_url: str, api_key: str) -> Any:
-        raise NotImplementedError
+        make = getattr(self._sdk, self.client_class)
+        return make(
+            base_url=base_url, api_key=api_key, max_retries=self.max_retries, timeout=self.timeout
+        )
 
     def _open(self, client: Any, request: ModelRequest) -> Any:
         """The SDK's streaming-response context manager for ``request`` (its

@@ -43,7 +43,7 @@ from .._core.model import (
     ToolResultOutput,
     Usage,
 )
-from .base import ProviderModel, StreamReader, import_sdk
+from .base import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, ProviderModel, StreamReader
 from .common import OpenCall, malformed, parse_tool_input, stream_error, unsupported_file
 
 _FINISH: dict[str, FinishReason] = {
@@ -259,6 +259,8 @@ class OpenAIChatModel(ProviderModel):
     base_url_variable: ClassVar[str] = "OPENAI_BASE_URL"
     default_base_url: ClassVar[str] = "https://api.openai.com/v1"
     extra: ClassVar[str] = "openai"
+    sdk_module: ClassVar[str] = "openai"
+    client_class: ClassVar[str] = "AsyncOpenAI"
 
     def __init__(
         self,
@@ -267,8 +269,8 @@ class OpenAIChatModel(ProviderModel):
         base_url: str | None = None,
         api_key: str | None = None,
         provider: str | None = None,
-        max_retries: int = 2,
-        timeout: float = 600.0,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        timeout: float = DEFAULT_TIMEOUT,
         max_tokens: int | None = None,
         temperature: float | None = None,
         reasoning_effort: str | None = None,
@@ -289,15 +291,6 @@ class OpenAIChatModel(ProviderModel):
         )
         self.reasoning_effort = reasoning_effort
 
-    @classmethod
-    def _import_sdk(cls) -> Any:
-        return import_sdk("openai", cls.__name__, cls.extra)
-
-    def _make_client(self, base_url: str, api_key: str) -> Any:
-        return self._sdk.AsyncOpenAI(
-            base_url=base_url, api_key=api_key, max_retries=self.max_retries, timeout=self.timeout
-        )
-
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
             "model": self.model,
@@ -306,10 +299,15 @@ class OpenAIChatModel(ProviderModel):
             "stream_options": {"include_usage": True},
         }
         settings = self.settings_for(request)
-        for name in ("temperature", "top_p", "max_tokens", "seed"):
+        for name in ("temperature", "top_p", "seed"):
             value = getattr(settings, name)
             if value is not None:
                 params[name] = value
+        if settings.max_tokens is not None:
+            # OpenAI's own API wants max_completion_tokens (its reasoning models refuse
+            # max_tokens); the OpenAI-compatible servers know max_tokens.
+            own = self.base_url == self.default_base_url
+            params["max_completion_tokens" if own else "max_tokens"] = settings.max_tokens
         if settings.stop is not None:
             params["stop"] = list(settings.stop)
         if settings.tool_choice is not None:

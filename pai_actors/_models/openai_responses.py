@@ -45,7 +45,7 @@ from .._core.model import (
     ToolInputStart,
     Usage,
 )
-from .base import ProviderModel, StreamReader, import_sdk
+from .base import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, ProviderModel, StreamReader
 from .common import OpenCall, malformed, parse_tool_input, stream_error, unsupported_setting
 from .openai_chat import result_text
 
@@ -126,7 +126,14 @@ def _reasoning_item(part: ModelReasoningPart) -> JsonValue | None:
     if not isinstance(encrypted, str):
         return None
     summary: list[JsonValue] = [{"type": "summary_text", "text": part.text}] if part.text else []
-    return {"type": "reasoning", "summary": summary, "encrypted_content": encrypted}
+    item: dict[str, JsonValue] = {
+        "type": "reasoning",
+        "summary": summary,
+        "encrypted_content": encrypted,
+    }
+    if isinstance(metadata.get("itemId"), str):  # the API requires the item's id back
+        item["id"] = metadata["itemId"]
+    return item
 
 
 def responses_usage(usage: dict[str, Any]) -> Usage:
@@ -257,6 +264,8 @@ class OpenAIResponsesModel(ProviderModel):
     base_url_variable: ClassVar[str] = "OPENAI_BASE_URL"
     default_base_url: ClassVar[str] = "https://api.openai.com/v1"
     extra: ClassVar[str] = "openai"
+    sdk_module: ClassVar[str] = "openai"
+    client_class: ClassVar[str] = "AsyncOpenAI"
 
     def __init__(
         self,
@@ -265,8 +274,8 @@ class OpenAIResponsesModel(ProviderModel):
         base_url: str | None = None,
         api_key: str | None = None,
         provider: str | None = None,
-        max_retries: int = 2,
-        timeout: float = 600.0,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        timeout: float = DEFAULT_TIMEOUT,
         max_tokens: int | None = None,
         temperature: float | None = None,
         reasoning: Mapping[str, object] | None = None,
@@ -288,15 +297,6 @@ class OpenAIResponsesModel(ProviderModel):
         )
         self.reasoning = None if reasoning is None else dict(reasoning)
         self.store = store
-
-    @classmethod
-    def _import_sdk(cls) -> Any:
-        return import_sdk("openai", cls.__name__, cls.extra)
-
-    def _make_client(self, base_url: str, api_key: str) -> Any:
-        return self._sdk.AsyncOpenAI(
-            base_url=base_url, api_key=api_key, max_retries=self.max_retries, timeout=self.timeout
-        )
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         params: dict[str, Any] = {

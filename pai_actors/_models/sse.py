@@ -11,6 +11,7 @@ of one that is garbage collected unfinished: the SDKs' iterators leave theirs so
 from __future__ import annotations
 
 import codecs
+import re
 
 
 class SSEDecoder:
@@ -25,7 +26,7 @@ class SSEDecoder:
     def feed(self, chunk: bytes) -> list[tuple[str | None, str]]:
         """The events ``chunk`` completes, in order."""
         text = self._pending + self._text.decode(chunk)
-        lines = text.splitlines(keepends=True)
+        lines = _lines(text)
         self._pending = ""
         if lines and not lines[-1].endswith(("\n", "\r")):
             self._pending = lines.pop()
@@ -41,8 +42,8 @@ class SSEDecoder:
         events: list[tuple[str | None, str]] = []
         rest = self._pending + self._text.decode(b"", final=True)
         self._pending = ""
-        for line in rest.splitlines():
-            self._line(line, events)
+        for line in _lines(rest):
+            self._line(line.rstrip("\r\n"), events)
         self._line("", events)
         return events
 
@@ -61,3 +62,13 @@ class SSEDecoder:
             self._event = value
         elif name == "data":
             self._data.append(value)
+
+
+_LINE_END = re.compile(r"(?<=\r\n)|(?<=\r)(?!\n)|(?<=\n)")
+
+
+def _lines(text: str) -> list[str]:
+    """``text`` split after each SSE line ending (``\r\n``, ``\r`` or ``\n``), the endings
+    kept. Not ``str.splitlines``: it also splits at U+2028, U+2029, U+0085 and others, which
+    JSON holds unescaped inside strings (a model's text may contain them)."""
+    return [line for line in _LINE_END.split(text) if line]

@@ -60,6 +60,7 @@ from .._core.errors import (
     RuntimeClosed,
     RuntimeConfigError,
     StoreConflict,
+    StoreError,
     ThreadBusy,
     ThreadNotFound,
 )
@@ -1103,6 +1104,8 @@ class AgentRuntime:
         (a thread that cannot be loaded here is left as it is). Whether it was resolved."""
         try:
             thread = await self._load(action.ref.thread_id)
+        except StoreError:
+            raise  # the timer tries it again later
         except PaiError as exc:  # MigrationRequired, AgentNotFound: not this runtime's to do
             _log.warning("the deadline of action %r cannot be applied here: %s", action.ref, exc)
             return False

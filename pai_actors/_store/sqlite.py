@@ -526,10 +526,10 @@ larger wakes cost it less (400 rows measured slower); SQLite's own interval is 1
 pages."""
 
 _WAL_LIMIT = 2 * _CHECKPOINT_ROWS
+"""Rows changed since the log last restarted past which the store copies it itself."""
 
 _MAX_US = 2**63 - 1
 """No deadline is later than this (``calls.expires_us`` is a 64-bit integer)."""
-"""Rows changed since the log last restarted past which the store copies it itself."""
 
 
 class _Commit:

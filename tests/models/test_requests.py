@@ -430,3 +430,55 @@ async def test_a_file_the_api_cannot_take_is_a_clear_error(
             with pytest.raises(ModelProviderError, match=problem):
                 await events_of(provider.make(server.url), request)
     assert server.requests == []
+
+
+def test_sse_decoder_splits_only_at_sse_line_endings() -> None:
+    # U+2028, U+2029 and U+0085 may stand unescaped in JSON strings: not line endings here
+    body = 'data: {"t": "a\u2028b\u2029c\u0085d"}\r\n\r\ndata: x\rdata: y\r\r'.encode()
+    decoder = SSEDecoder()
+    events = [e for i in range(len(body)) for e in decoder.feed(body[i : i + 1])]
+    events += decoder.flush()  # a last "\r" may be half of a "\r\n" until the body ends
+    assert events == [(None, '{"t": "a\u2028b\u2029c\u0085d"}'), (None, "x\ny")]
+
+
+async def test_reasoning_goes_back_to_responses_with_its_item_id() -> None:
+    metadata = {"openai": {"itemId": "rs_1", "encryptedContent": "enc"}}
+    request = ModelRequest(
+        None,
+        [
+            ModelUserMessage("hi"),
+            ModelAssistantMessage([ModelReasoningPart("Think.", metadata), ModelTextPart("ok")]),
+            ModelUserMessage("again"),
+        ],
+    )
+    body = await body_for("openai_responses", request)
+    [reasoning] = [item for item in body["input"] if item.get("type") == "reasoning"]
+    assert reasoning == {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [{"type": "summary_text", "text": "Think."}],
+        "encrypted_content": "enc",
+    }
+
+
+async def test_anthropic_gets_no_empty_text_block() -> None:
+    request = ModelRequest(
+        None,
+        [
+            ModelUserMessage("", [ModelFilePart("image/png", PNG)]),
+            ModelAssistantMessage([ModelTextPart("A cat.")]),
+            ModelSystemMessage(""),
+        ],
+    )
+    body = await body_for("anthropic", request)
+    [first, _, notice] = body["messages"]
+    assert [block["type"] for block in first["content"]] == ["image"]
+    assert notice["content"] == []
+
+
+def test_openais_own_api_gets_max_completion_tokens() -> None:
+    request = dataclasses.replace(WITH_FILES, settings=ModelSettings(max_tokens=50))
+    own = OpenAIChatModel("gpt-test", api_key="k")._params(request)
+    compatible = OpenAIChatModel("llama", base_url="http://127.0.0.1:1/v1")._params(request)
+    assert (own.get("max_completion_tokens"), "max_tokens" in own) == (50, False)
+    assert (compatible.get("max_tokens"), "max_completion_tokens" in compatible) == (50, False)

@@ -627,3 +627,37 @@ async def test_a_store_that_fails_delays_a_deadline_and_loses_none(
     assert part.cancelled is not None
     assert part.cancelled.at == EPOCH + HOUR + timedelta(seconds=61)
     assert "reading the deadlines of pending actions failed" in caplog.text
+
+
+class LoadFailsOnce(MemoryStore):
+    """Fails the first read of a thread at or after the first deadline, once ``failing``."""
+
+    failing = False
+
+    async def get_thread(self, thread_id: str) -> Any:
+        if self.failing and trio.current_time() >= 3600:
+            self.failing = False
+            raise StoreError("the disk is busy")
+        return await super().get_thread(thread_id)
+
+
+async def test_a_thread_that_fails_to_load_at_its_deadline_is_tried_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    seen: list[str] = []
+    agent = define_agent(name="a", tools={"review": _review_tool(seen, deadline=HOUR)})
+    model = ScriptedModel([[tool_call("review", {"q": 1})], text("Done.")])
+    store = LoadFailsOnce()
+    async with create_test_runtime(agent, model=model, store=store) as rt:
+        thread_id = await rt.create_thread("s")
+        await rt.send(thread_id, "go")
+        await rt.wait_idle(thread_id)
+    store.failing = True  # the next runtime's read of the thread at the deadline fails
+    async with create_test_runtime(agent, model=model, store=store) as rt:
+        # Nothing loads the thread here but the deadline: the mock clock's hours pass.
+        await trio.sleep(2 * 3600)
+        state = await rt.get_state(thread_id)
+    assert not store.failing  # the load did fail once
+    [part] = tool_parts(state)
+    assert part.cancelled is not None  # a minute later, it fired
+    assert part.cancelled.at == EPOCH + HOUR + timedelta(seconds=60)
