@@ -74,6 +74,31 @@ class PendingActionOrigin(WireModel):
         return wire
 
 
+class SubAgentOrigin(WireModel):
+    """One link of a pending action's origin chain: the tool call (``thread_id``,
+    ``run_id``, ``message_id``, ``tool_call_id``, ``tool_name``) that started the sub-agent
+    run of ``agent_id`` on the thread ``sub_thread_id`` (``ctx.agents.run``)."""
+
+    thread_id: str
+    run_id: str
+    message_id: str
+    tool_call_id: str
+    tool_name: str
+    agent_id: str
+    sub_thread_id: str
+
+    def to_wire(self) -> dict[str, JsonValue]:
+        return {
+            "threadId": self.thread_id,
+            "runId": self.run_id,
+            "messageId": self.message_id,
+            "toolCallId": self.tool_call_id,
+            "toolName": self.tool_name,
+            "agentId": self.agent_id,
+            "subThreadId": self.sub_thread_id,
+        }
+
+
 class PendingActionRef(PendingActionOrigin):
     """A pending action's origin plus its identity: ``action_id`` and its ``name``.
 

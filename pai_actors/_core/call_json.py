@@ -89,6 +89,7 @@ class _CallShape(_Shape):
     cancelled: _CancellationShape | None = None
     data: dict[str, tuple[_DataItemShape, ...]] = Field(default_factory=dict)
     observed: bool = False
+    sub_threads: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, record: CallRecord) -> _CallShape:
@@ -181,6 +182,7 @@ def _dump_call(record: CallRecord) -> dict[str, Any]:
             for channel, items in data.items()
         },
         "observed": _flag(record.observed),
+        "sub_threads": [_text(t) for t in _tuple(record.sub_threads)],
     }
 
 
@@ -292,14 +294,16 @@ _EPISODE_KEYS = frozenset(_EpisodeShape.model_fields)
 _ITEM_KEYS = frozenset(_DataItemShape.model_fields)
 _APPROVAL_KEYS = frozenset(_ApprovalShape.model_fields)
 _CANCELLATION_KEYS = frozenset(_CancellationShape.model_fields)
-# What the dump wrote before deadlines: records stored then read without the slow way.
-_OLD_CALL_KEYS = _CALL_KEYS - {"output_expires_at"}
+# What the dump wrote before deadlines (and sub-agents): records stored then read without
+# the slow way.
+_OLD_CALL_KEYS = _CALL_KEYS - {"output_expires_at", "sub_threads"}
+_SUB_AGENTS_CALL_KEYS = _CALL_KEYS - {"sub_threads"}
 _OLD_EPISODE_KEYS = _EPISODE_KEYS - {"expires_at"}
 _OLD_APPROVAL_KEYS = _APPROVAL_KEYS - {"expires_at"}
 
 
 def _load_call(value: Any) -> CallRecord:
-    version = _fields(value, _CALL_KEYS, _OLD_CALL_KEYS)["version"]
+    version = _fields(value, _CALL_KEYS, _OLD_CALL_KEYS, _SUB_AGENTS_CALL_KEYS)["version"]
     if type(version) is not int or version != 1:
         raise NotPlain
     finish, output_action = value["finish"], value["output_action"]
@@ -330,6 +334,7 @@ def _load_call(value: Any) -> CallRecord:
             }
         ),
         observed=_flag(value["observed"]),
+        sub_threads=tuple(_text(t) for t in _list(value.get("sub_threads", []))),
     )
 
 
@@ -376,10 +381,11 @@ def _load_cancellation(value: Any) -> Cancellation:
     return Cancellation(reason=_text_or_none(value["reason"]), at=_parse_instant(value["at"]))
 
 
-def _fields(value: Any, keys: frozenset[str], old: frozenset[str] | None = None) -> dict[str, Any]:
-    """``value`` if it is a dict with exactly ``keys`` (or exactly ``old``: as written before
-    a key was added, which the shape reads as its default), else :class:`NotPlain`."""
-    if type(value) is not dict or (value.keys() != keys and (old is None or value.keys() != old)):
+def _fields(value: Any, keys: frozenset[str], *old: frozenset[str]) -> dict[str, Any]:
+    """``value`` if it is a dict with exactly ``keys`` (or exactly one of ``old``: as written
+    before keys were added, which the shape reads as their defaults), else
+    :class:`NotPlain`."""
+    if type(value) is not dict or (value.keys() != keys and value.keys() not in old):
         raise NotPlain
     return value
 

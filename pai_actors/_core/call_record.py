@@ -27,11 +27,18 @@ class DefinedTool(Protocol):
 
 
 Phase: TypeAlias = Literal[
-    "streaming", "awaiting_approval", "executing", "suspended", "awaiting_output", "done"
+    "streaming",
+    "awaiting_approval",
+    "executing",
+    "suspended",
+    "awaiting_output",
+    "awaiting_agents",
+    "done",
 ]
 """Where a call is: its input streams in; it waits for the user's approval (a registration
 with ``needs_approval``); ``execute`` runs; it waits at a suspend point; it waits for a
-client's output (no ``execute``); it is finished."""
+client's output (no ``execute``); it waits for the sub-agent runs it started, some of which
+wait on pending actions of their own (``ctx.agents.run``); it is finished."""
 
 EpisodeState: TypeAlias = Literal["pending", "submitted", "cancelled", "failed"]
 Finish: TypeAlias = Literal["output-available", "output-error", "output-denied"]
@@ -128,7 +135,9 @@ class CallRecord:
     actor for it, was interrupted.
     ``observed`` records that the registration's ``on_output`` ran for the
     output (the runtime sets it; a call whose registration has no ``on_output`` keeps
-    ``False``). ``version`` is the version of this stored shape.
+    ``False``). ``sub_threads`` holds the thread ids of the sub-agent runs the call started
+    (``ctx.agents.run``), in the order it started them. ``version`` is the version of this
+    stored shape.
     """
 
     name: str
@@ -149,6 +158,7 @@ class CallRecord:
     cancelled: Cancellation | None = None
     data: Mapping[str, tuple[DataItem, ...]] = field(default_factory=lambda: frozen_mapping(None))
     observed: bool = False
+    sub_threads: tuple[str, ...] = ()
     version: int = 1
 
     @property

@@ -238,6 +238,33 @@ def unstart_entry(record: CallRecord) -> CallRecord:
     return replace(record, entry_started=False)
 
 
+def link_sub_thread(record: CallRecord, thread_id: str) -> CallRecord:
+    """``execute`` started a sub-agent run on the thread ``thread_id`` (``ctx.agents.run``):
+    the call records it (once: a re-entry that meets the same run again changes nothing)."""
+    _expect(record, "a sub-agent run", "executing")
+    if thread_id in record.sub_threads:
+        return record
+    return replace(record, sub_threads=(*record.sub_threads, thread_id))
+
+
+def await_agents(record: CallRecord) -> CallRecord:
+    """``execute`` stopped because a sub-agent run it awaits waits on a pending action: the
+    call waits for its sub-agent runs to end (no actor runs it meanwhile), then enters
+    ``execute`` again from the entry it stopped in (:func:`agents_done`)."""
+    _expect(record, "waiting for sub-agent runs", "executing")
+    if not record.sub_threads:
+        raise InvalidTransition(f"call {record.tool_call_id!r} started no sub-agent run")
+    return replace(record, phase="awaiting_agents", entry_started=False)
+
+
+def agents_done(record: CallRecord) -> CallRecord:
+    """Every sub-agent run the call waits for ended: it is to enter ``execute`` again, from
+    the same entry as before (its ``resume_action_id``: the submission it went on from, or
+    its initial entry), where ``ctx.agents.run`` returns each ended run's answer at once."""
+    _expect(record, "the end of its sub-agent runs", "awaiting_agents")
+    return replace(record, phase="executing", entry_started=False)
+
+
 INTERRUPTED_TEXT = (
     "The tool call was interrupted: the process running it stopped before it finished, "
     "and it was not run again."
@@ -467,6 +494,7 @@ def to_part(record: CallRecord) -> ToolPart:
         if cancelled is None
         else CancelledInfo.trusted(reason=cancelled.reason, at=cancelled.at),
         expires_at=record.expires_at,
+        sub_threads=record.sub_threads,
     )
 
 

@@ -4,7 +4,7 @@ A :class:`Message` holds :class:`TextPart`, :class:`ReasoningPart`, :class:`File
 (a user's files) and :class:`ToolPart` values. A tool part is the
 AI SDK's native, state-discriminated tool part (``type == "tool-<toolName>"`` for a registered
 tool, ``"dynamic-tool"`` with ``toolName`` for a request-time one) plus the pai sidecars
-``data``, ``suspensions``, ``pendingSuspension``, ``cancelled`` and ``expiresAt``. Each field
+``data``, ``suspensions``, ``pendingSuspension``, ``cancelled``, ``expiresAt`` and ``subThreads``. Each field
 lives on the state arm that owns it, and a model refuses a part that puts one elsewhere: what
 the AI SDK's ``safeValidateUIMessages`` accepts (``tests/pai_actors/test_ai_sdk_validation.py``
 runs it, 6.x and 7.x, on the runtime's output).
@@ -203,7 +203,9 @@ class ToolPart(WireModel):
     of ``suspensions`` or ``None``; the native ``state`` stays ``input-available`` meanwhile.
     ``expires_at`` is the deadline of the part's pending action (its pending suspension, its
     requested approval or its output action), on the wire as ``expiresAt`` only while one
-    with a deadline is pending.
+    with a deadline is pending. ``sub_threads`` holds the ids of the threads of the sub-agent
+    runs the call started (``ctx.agents.run``), in the order it started them; on the wire as
+    ``subThreads`` only when there is one.
 
     ``approval``, as the AI SDK allows it: none while the input is streaming or available;
     unanswered on ``approval-requested``; answered on ``approval-responded``; denied
@@ -228,6 +230,7 @@ class ToolPart(WireModel):
     pending_suspension: SuspensionView | None = None
     cancelled: CancelledInfo | None = None
     expires_at: AwareDatetime | None = None
+    sub_threads: tuple[str, ...] = ()
 
     @model_validator(mode="before")
     @classmethod
@@ -339,6 +342,8 @@ class ToolPart(WireModel):
         wire["cancelled"] = None if self.cancelled is None else self.cancelled.to_wire()
         if self.expires_at is not None:
             wire["expiresAt"] = iso(self.expires_at)
+        if self.sub_threads:
+            wire["subThreads"] = list(self.sub_threads)
         return wire
 
 

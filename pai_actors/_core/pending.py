@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol
 
-from .actions import ActionResult, PendingActionOrigin, PendingActionRef
+from .actions import ActionResult, PendingActionOrigin, PendingActionRef, SubAgentOrigin
 from .json import JsonValue
 
 
@@ -34,6 +34,11 @@ class PendingActionView:
     deadline (a timezone-aware ``datetime``), or ``None`` when it waits as long as it takes;
     at the deadline the runtime resolves it as its definition declares, and a later
     ``submit`` is rejected as for any resolved action.
+
+    ``origin_chain`` says which sub-agent asks, and why: for an action of a sub-agent run
+    (``ctx.agents.run``), the tool calls that started it, outermost first, each naming the
+    agent it ran (:class:`SubAgentOrigin`); ``()`` for an action of a thread a client
+    created. ``origin`` is the call the action belongs to, in its own (sub-agent) thread.
     """
 
     def __init__(
@@ -43,6 +48,7 @@ class PendingActionView:
         input: JsonValue,
         resume_schema: dict[str, JsonValue] | None = None,
         expires_at: datetime | None = None,
+        origin_chain: tuple[SubAgentOrigin, ...] = (),
     ) -> None:
         self._runtime = runtime
         self.ref = ref
@@ -51,6 +57,7 @@ class PendingActionView:
         self.origin: PendingActionOrigin = ref.origin
         self.resume_schema = resume_schema
         self.expires_at = expires_at
+        self.origin_chain = origin_chain
 
     def __repr__(self) -> str:
         return f"PendingActionView(name={self.name!r}, action_id={self.ref.action_id!r})"

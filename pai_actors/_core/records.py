@@ -41,9 +41,25 @@ class StoreRecord(BaseModel):
     version: Literal[1] = 1
 
 
+class ThreadParent(StoreRecord):
+    """Where a sub-agent's thread comes from: the tool call that started it
+    (``ctx.agents.run``), by its thread, run, message, id and tool name. ``depth`` is how
+    deep the sub-agent runs: 1 under a top-level run's call, 2 under a call of that
+    sub-agent, and so on."""
+
+    thread_id: str
+    run_id: str
+    message_id: str
+    tool_call_id: str
+    tool_name: str
+    depth: int = Field(ge=1)
+
+
 class ThreadRecord(StoreRecord):
     """A thread: its id, the ``scope_key`` that isolates it, the creating ``user_key``, and
     the ``agent_id`` of the agent that runs it (``None``: the runtime's default agent).
+    ``parent`` is the tool call whose sub-agent run the thread holds (``None``: a thread a
+    client created). Records written before sub-agents existed read with none.
 
     Written once, never changed.
     """
@@ -53,6 +69,7 @@ class ThreadRecord(StoreRecord):
     user_key: str | None = None
     agent_id: str | None = None
     created_at: AwareDatetime
+    parent: ThreadParent | None = None
 
 
 class ClientToolRecord(StoreRecord):
@@ -116,6 +133,7 @@ class RunRecord(StoreRecord):
     client_tools: tuple[ClientToolRecord, ...] = ()
     model_settings: dict[str, Json] | None = None
     usage: dict[str, int] | None = None
+    max_steps: int | None = Field(default=None, ge=1)
     revision: int = Field(default=0, ge=0)
 
     @property

@@ -34,6 +34,8 @@ from supervisors import Mailbox, Supervisor, open_supervisor
 from .._core.call_record import CallRecord, CallSpec, DataWritten
 from .._core.calls import (
     Step,
+    agents_done,
+    await_agents,
     episode_view,
     finish_exception,
     finish_failure,
@@ -45,9 +47,11 @@ from .._core.calls import (
     write_data,
 )
 from .._core.deadlines import deadline_at
+from .._core.errors import StoreConflict
 from .._core.parts import ToolDataItem
 from .._core.records import StoredCall
 from .._core.updates import ToolDataUpdated
+from .._tools.agent_runner import AgentRunner, SubRunWaiting
 from .._tools.context import (
     InitialEntry,
     ResumeEntry,
@@ -66,6 +70,7 @@ from .live import LiveRun
 from .prepare import describe_children, resolve_children
 from .run_io import RUN_FAILED, observe_output, tool_context, write_call
 from .services import Services
+from .subagents import CALLER_ENDED, SubRuns, ended
 from .tracing import CallSpan, SpanParent, call_span, suspension
 
 _PARENT_RETURNED = "the parent call returned"
@@ -297,7 +302,25 @@ class _CallDriver:
             live.changed = True  # look again before waiting or passivating
             return
         await self.write(step.record)
+        record = self.record
+        if record.phase == "awaiting_agents":
+            await self._settle_if_ended()
+            return
+        if record.sub_threads:  # it ended: a sub-run it did not wait for is cancelled
+            services.cancel_sub_threads_soon(record.sub_threads, CALLER_ENDED)
         self.call = await observe_output(services, self.live, self.call)
+
+    async def _settle_if_ended(self) -> None:
+        """The call now waits for its sub-runs: if they all ended already (before the wait
+        was stored, so their ends found nothing to settle), it enters ``execute`` again
+        (its run resumes it when this actor ends). A sub-run that ends after the wait was
+        stored settles it itself (``resolution.settle_caller``); either may come first."""
+        if not await ended(self.services, self.record.sub_threads):
+            return
+        try:
+            await self.write(agents_done(self.record))
+        except StoreConflict:  # a sub-run's end settled it meanwhile
+            pass
 
     def _span(self, message: Entry, thread: ToolThread) -> CallSpan:
         """The span of this entry; for a resume, after the span of the wait it ends (its
@@ -364,6 +387,7 @@ class _CallDriver:
             input=tool_input,
             context=context,
             data=ToolDataWriter(self._write_data, self._list_data),
+            agents=AgentRunner(services.agents, thread, SubRuns(services, self.live, self)),
             entry=entry,
             suspend_history=[episode_view(e).to_wire() for e in self.record.episodes],
         )
@@ -375,7 +399,24 @@ class _CallDriver:
             result = await invoke(services, self.live, registration.tool, ctx)
         except Exception as exc:
             return await self._failed(exc, thread)
+        except BaseException as exc:
+            return await self._stopped(exc, thread)
         return self._outcome(result, spec)
+
+    async def _stopped(self, exc: BaseException, thread: ToolThread) -> Step:
+        """``execute`` raised ``exc``, not an ``Exception``: when it stopped for its sub-runs
+        (:class:`SubRunWaiting`, alone or in a group with the tool's own failures), the call
+        waits for them (or fails with those failures); anything else (a cancellation) goes
+        on up."""
+        if isinstance(exc, SubRunWaiting):
+            return Step(await_agents(self.record), ())
+        if isinstance(exc, BaseExceptionGroup):
+            waiting, rest = exc.split(SubRunWaiting)
+            if waiting is not None and rest is None:
+                return Step(await_agents(self.record), ())
+            if waiting is not None and isinstance(rest, Exception):
+                return await self._failed(rest, thread)
+        raise exc
 
     async def _execute_with_children(
         self,
@@ -419,20 +460,26 @@ class _CallDriver:
                 supervisor=supervisor,
                 parent_address=self.address,
                 trace=self.span.children(),
+                agents=ctx.agents,
             )
             if started is not None:  # a re-entry: started, durably, before ``execute`` runs
                 await self._start_entry(started)  # no checkpoint between this and execute
+            stopped: BaseException | None = None
             try:
                 result = await invoke(
                     self.services, live, registration.tool, replace(ctx, tools=calls.map)
                 )
             except Exception as exc:
                 result = exc
+            except (SubRunWaiting, BaseExceptionGroup) as exc:
+                stopped = result = exc
             finally:
                 calls.close(_PARENT_RETURNED)  # an Abort to each child it did not await
                 supervisor.cancel(_PARENT_RETURNED)
         if calls.fatal is not None:  # a child's lifecycle hook failed: fatal to the parent
             result = calls.fatal
+        elif stopped is not None:
+            return await self._stopped(stopped, ctx.thread)
         if isinstance(result, Exception):
             return await self._failed(result, ctx.thread)
         return self._outcome(result, spec)

@@ -16,7 +16,9 @@ child's ``abort_signal`` cancels that child alone. A child call:
 2. parses the raw input by the child's input schema (invalid: :class:`ToolInvocationError`
    with the validation errors);
 3. maps the child's context (``map_context(runtime_context=<the parent's context>, ...)``);
-4. runs the child's ``execute`` in its actor and takes its outcome: an output is parsed by
+4. runs the child's ``execute`` in its actor (``ctx.agents`` is the parent's: a sub-run a
+   child starts is the parent call's, and when it waits, the parent's ``execute`` stops with
+   the child's) and takes its outcome: an output is parsed by
    the child's output schema and returned as it parses it, after the child registration's
    ``on_output`` observed it; ``ctx.fail(sentence)`` raises :class:`ToolInvocationError`
    with the sentence; an exception raises it with a generic message, unless the runtime's
@@ -41,6 +43,7 @@ from supervisors import Mailbox, Supervisor
 from .._core.errors import ToolInvocationError, ValidationFailed
 from .._core.json import JsonValue, to_json_value
 from .._core.parts import ToolDataItem
+from .._tools.agent_runner import AgentRunner, SubRunWaiting
 from .._tools.context import (
     AbortSignal,
     ToolDataWriter,
@@ -81,8 +84,10 @@ class ChildCalls:
         supervisor: Supervisor,
         parent_address: CallAddress,
         trace: SpanParent | None,
+        agents: AgentRunner,
     ) -> None:
         self.services = services
+        self.agents = agents  # the parent's: a child's sub-runs are the parent call's
         self.trace = trace
         self.parent_address = parent_address
         self.live = live
@@ -212,6 +217,7 @@ class ChildCalls:
         done = trio.Event()
         result: list[Any] = []
         failure: list[Exception] = []
+        waiting: list[SubRunWaiting] = []
 
         async def child_actor(mailbox: Mailbox[Entry]) -> None:
             try:
@@ -226,6 +232,7 @@ class ChildCalls:
                     input=entry.input,
                     context=context,
                     data=ToolDataWriter(_no_data(child), _no_list(child)),
+                    agents=self.agents,
                 )
                 # (children have execute: checked at definition)
                 with call_span(self.trace, thread, address.controller.signal) as span:
@@ -243,6 +250,8 @@ class ChildCalls:
                 result.append(outcome)
             except Exception as exc:
                 failure.append(exc)
+            except SubRunWaiting as exc:  # the parent's execute stops with it (its sub-runs)
+                waiting.append(exc)
             finally:
                 done.set()
 
@@ -277,6 +286,8 @@ class ChildCalls:
         finally:
             self._running.discard(address)
             parent.children.discard(address)
+        if waiting:  # a sub-run it started has not ended: the parent call waits for it
+            raise waiting[0]
         signal = address.controller.signal
         if aborted or (self.closed and signal.aborted) or not (result or failure):
             # Aborted by its abort_signal or by the parent returning (a child's own error or

@@ -19,7 +19,13 @@ from .._store.memory import MemoryStore
 from .._tools.agent import AgentDefinition, Pai, as_model, check_runtime
 from .._tools.blocking import DEFAULT_THREAD_LIMIT, BlockingTools, SyncTools
 from .._tools.files import DEFAULT_MAX_FILE_BYTES
-from .runtime import DEFAULT_MAX_ACTIVE_RUNS, AgentRuntime, check_max_active_runs
+from .runtime import (
+    DEFAULT_MAX_ACTIVE_RUNS,
+    DEFAULT_MAX_AGENT_DEPTH,
+    AgentRuntime,
+    check_max_active_runs,
+    check_max_agent_depth,
+)
 from .services import MapError
 
 
@@ -93,6 +99,7 @@ def create_agent_runtime(
     sync_tools: SyncTools = "thread",
     thread_limit: int = DEFAULT_THREAD_LIMIT,
     max_active_runs: int | None = DEFAULT_MAX_ACTIVE_RUNS,
+    max_agent_depth: int = DEFAULT_MAX_AGENT_DEPTH,
 ) -> AgentRuntime:
     """Create the runtime for an agent, or for every agent of a :class:`Pai`.
 
@@ -126,12 +133,17 @@ def create_agent_runtime(
     waiting only on pending actions holds no slot); ``wait_idle`` waits for it too. ``None``
     removes the limit. A tool that blocks until another thread's run does something can
     wait forever once every slot is held by such tools: raise the limit, or use ``None``.
-    Misconfiguration raises
+    (``ctx.agents.run`` does not block: the calling call waits without a slot.)
+
+    ``max_agent_depth`` (default 4) bounds how deep sub-agent runs nest (``ctx.agents.run``
+    in a sub-agent's tool is depth 2, and so on); deeper raises :class:`AgentRunError` in
+    the tool that asks. Misconfiguration raises
     :class:`RuntimeConfigError` (or :class:`PaiError`; a model that is not one, or a spec
     that names no adapter, :class:`DefinitionError`) here, before anything runs.
     """
     blocking = BlockingTools(sync_tools, thread_limit)
     check_max_active_runs(max_active_runs)
+    check_max_agent_depth(max_agent_depth)
     bindings = check_runtime(agent_or_pai, capabilities=capabilities)
     if isinstance(agent_or_pai, Pai):
         if not agent_or_pai.agents:
@@ -151,6 +163,7 @@ def create_agent_runtime(
         max_file_bytes=max_file_bytes,
         blocking=blocking,
         max_active_runs=max_active_runs,
+        max_agent_depth=max_agent_depth,
     )
 
 

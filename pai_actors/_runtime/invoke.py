@@ -1,10 +1,11 @@
 """The one path from a tool call to its ``execute``: :func:`call_context` builds the
 :class:`ToolContext`, :func:`invoke` calls ``execute`` with it.
 
-Every call goes through here, whatever made it: a model's call in a run (``run``), a child
-called through ``ctx.tools`` (``children``), a tool of a sub-agent run (``subagents``). So
-they agree on what a tool gets: its files, ``ctx.agents`` and ``ctx.trigger`` for the run's
-thread; its declared capabilities acquired around ``execute`` and released after it (also on
+Every call goes through here, whatever made it: a model's call in a run (``call``; a
+sub-agent's run is a run like any other), a child called through ``ctx.tools``
+(``children``). So they agree on what a tool gets: its files and ``ctx.trigger`` for the
+run's thread, the ``ctx.agents`` its caller gives it (a child tool's sub-runs are its
+parent call's); its declared capabilities acquired around ``execute`` and released after it (also on
 failure and cancellation); a plain ``def`` run in a worker thread unless the runtime runs
 them inline (see ``_tools.blocking``). Each caller says only what differs: the entry, the
 input and context, the data writer, the children.
@@ -43,13 +44,13 @@ def call_context(
     input: Any,
     context: Any,
     data: ToolDataWriter,
+    agents: AgentRunner,
     entry: InitialEntry | ResumeEntry | None = None,
     suspend_history: Sequence[dict[str, JsonValue]] = (),
     tools: ToolCallMap | None = None,
 ) -> ToolContext:
     """The context of a call of ``live`` at ``thread`` (``entry`` defaults to the initial
     one; ``tools``: the parent's children, none by default)."""
-    start = partial(services.run_agent, services, live)
     ctx: ToolContext = ToolContext(
         input=input,
         context=context,
@@ -61,7 +62,7 @@ def call_context(
         suspend_history=list(suspend_history),
         capabilities=Capabilities(),
         files=services.files(live, thread.tool_call_id),
-        agents=AgentRunner(services.agents, thread, signal, start),
+        agents=agents,
         _trigger=partial(services.trigger, live.thread_id),
     )
     return ctx if tools is None else replace(ctx, tools=tools)

@@ -16,13 +16,14 @@ import trio
 
 from .._core.actions import ActionResult, PendingActionRef
 from .._core.call_record import CallRecord, CallSpec
-from .._core.calls import Submission
+from .._core.calls import Submission, agents_done
 from .._core.errors import StoreConflict
 from .._core.records import RunRecord, StoredCall
 from .call import resumable
 from .run import CLEANUP_SECONDS
 from .run_io import stage_call, write_call
 from .services import Services
+from .subagents import ended
 
 
 async def resolve(
@@ -60,14 +61,14 @@ async def resolve(
                 "longer be resolved"
             )
         try:
-            stored = await _write(services, call, outcome.record, run)
+            stored = await write_resumable(services, call, outcome.record, run)
         except StoreConflict:  # resolved or changed meanwhile: judge it again
             continue
-        await _wake(services, stored)
+        await wake(services, stored)
         return outcome.result
 
 
-async def _write(
+async def write_resumable(
     services: Services, call: StoredCall, record: CallRecord, run: RunRecord
 ) -> StoredCall:
     """Write the judged call and its part; when the submission makes the call resumable
@@ -88,7 +89,7 @@ async def _write(
     return stored
 
 
-async def _wake(services: Services, call: StoredCall) -> None:
+async def wake(services: Services, call: StoredCall) -> None:
     """Wake the call's run after an accepted resolution, now durable (activating the run if
     it has no actor): the run reads the call and sends it the :class:`Resume` it stands
     for."""
@@ -99,3 +100,26 @@ async def _wake(services: Services, call: StoredCall) -> None:
     live.changed = True
     services.notify(live.thread_id)
     live.wake()
+
+
+async def settle_caller(services: Services, thread_id: str, tool_call_id: str) -> None:
+    """If the call waits for its sub-runs and every one of them ended, make it enter
+    ``execute`` again: written as an accepted submission is (its run recorded running when
+    it is passivated), then its run woken or activated. Safe to call any number of times,
+    from any task: a call that does not wait, or whose runs have not all ended, is left as
+    it is."""
+    while True:
+        call = await services.store.get_call(thread_id, tool_call_id)
+        if call is None or call.record.phase != "awaiting_agents":
+            return
+        if not await ended(services, call.record.sub_threads):
+            return
+        run = await services.store.get_run(call.run_id)
+        if run is None or not run.active or services.is_cancelling(call.run_id):
+            return  # its run is over, or its cancellation records the call
+        try:
+            stored = await write_resumable(services, call, agents_done(call.record), run)
+        except StoreConflict:  # changed meanwhile (a sibling's end settled it): look again
+            continue
+        await wake(services, stored)
+        return

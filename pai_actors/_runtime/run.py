@@ -31,7 +31,7 @@ from supervisors import Mailbox, RestartIntensityExceeded, Supervisor, open_supe
 
 from .._core.call_record import ActionResolved, CallRecord
 from .._core.calls import cancel_call, unstart_entry
-from .._core.errors import StoreConflict
+from .._core.errors import AgentRunError, StoreConflict
 from .._core.model import ModelRequest
 from .._core.records import StoredCall
 from .._core.state import RunStatus
@@ -201,6 +201,13 @@ async def _step(
         client_tools=live.client_tools,
     )
     messages = await services.store.list_messages(thread_id)
+    max_steps = live.run.max_steps
+    if max_steps is not None and sum(m.role == "assistant" for m in messages) >= max_steps:
+        raise AgentRunError(
+            f"agent {live.agent_id!r} did not answer within {max_steps} model steps; raise "
+            "max_steps or give it a clearer task",
+            agent_id=live.agent_id,
+        )
     seen = {m.id for m in messages}
     history = await model_messages(messages, agent.tools)
     request = ModelRequest(agent.instructions, history, dict(prepared.tools), step_settings(live))
@@ -356,7 +363,8 @@ async def record_cancelled(
                 continue
             reentry = record.reentry_action_id
             if keep_pending and (
-                record.phase in ("suspended", "awaiting_output", "awaiting_approval")
+                record.phase
+                in ("suspended", "awaiting_output", "awaiting_approval", "awaiting_agents")
                 or resumable(record)
                 or (reentry is not None and reentry not in started)
             ):
@@ -383,4 +391,7 @@ async def record_cancelled(
         parent = call_parent(trace)
         for record, action_id in resolved:
             suspension(parent, record, action_id)
+        for _, record in cancelled:  # and the sub-runs of the calls it cancelled, with them
+            if record.sub_threads and record.phase == "done":
+                services.cancel_sub_threads_soon(record.sub_threads, reason)
         return kept

@@ -48,7 +48,7 @@ import trio
 
 from supervisors import Supervisor, open_supervisor
 
-from .._core.actions import ActionResult, PendingActionRef
+from .._core.actions import ActionResult, PendingActionRef, SubAgentOrigin
 from .._core.call_record import CallRecord
 from .._core.calls import cancel_action, fail_action, interrupt_call, submit
 from .._core.client_tool import ClientTool
@@ -120,11 +120,11 @@ from .loading import (
     resume_schema_of,
 )
 from .prepare import check_client_tools
-from .resolution import resolve
+from .resolution import resolve, settle_caller
 from .run import CLEANUP_SECONDS, record_cancelled, run_actor
 from .run_io import RUNTIME_CLOSING, stage_call
 from .services import MapError, Services
-from .subagents import run_agent
+from .subagents import CALLER_ENDED
 from .watch import (
     DEFAULT_WATCH_CAPACITY,
     PublishingTransaction,
@@ -143,6 +143,20 @@ Beyond some hundreds in flight, more concurrency buys no throughput on one trio 
 commits already share transactions, and every active run's tasks, frames and records are
 live objects that CPython's cyclic collector scans again and again (at 10,000 runs started
 at once it took half of the time). The runs past the limit wait, stored, for a slot."""
+
+
+DEFAULT_MAX_AGENT_DEPTH = 4
+"""How deep sub-agent runs nest by default (``ctx.agents.run`` inside a sub-agent's tool is
+depth 2)."""
+
+
+def check_max_agent_depth(value: int) -> int:
+    """``value`` if it is a valid ``max_agent_depth`` (an int >= 1)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise RuntimeConfigError(
+            f"max_agent_depth must be an int >= 1 (how deep sub-agent runs nest), got {value!r}"
+        )
+    return value
 
 
 def check_max_active_runs(value: int | None) -> int | None:
@@ -187,6 +201,7 @@ class AgentRuntime:
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         blocking: BlockingTools | None = None,
         max_active_runs: int | None = DEFAULT_MAX_ACTIVE_RUNS,
+        max_agent_depth: int = DEFAULT_MAX_AGENT_DEPTH,
     ) -> None:
         self._agents = agents
         self._max_active_runs = check_max_active_runs(max_active_runs)
@@ -206,6 +221,8 @@ class AgentRuntime:
         self._client_tools: BoundedIndex[tuple[str, str], ClientTool] = BoundedIndex(INDEX_CAPACITY)
         self._message_index: MessageIndex = BoundedIndex(INDEX_CAPACITY)
         self._loaded: BoundedIndex[str, bool] = BoundedIndex(INDEX_CAPACITY)  # settled threads
+        # threads whose calls' sub-runs a load looked at (a full load need not look again)
+        self._reconciled: BoundedIndex[str, bool] = BoundedIndex(INDEX_CAPACITY)
         self._thread_records: BoundedIndex[str, ThreadRecord] = BoundedIndex(INDEX_CAPACITY)
         self._map_error = map_error
         # Every admission decision (which run, activation or continuation starts, and when):
@@ -246,7 +263,9 @@ class AgentRuntime:
             thread=self._thread,
             agent_of=self.agent_of,
             trigger=self.trigger,
-            run_agent=run_agent,
+            max_agent_depth=check_max_agent_depth(max_agent_depth),
+            begin_sub_run=self._begin_sub_run,
+            cancel_sub_threads_soon=self._cancel_sub_threads_soon,
         )
 
     @property
@@ -347,7 +366,12 @@ class AgentRuntime:
             await run_actor(self._services, live, mailbox)
 
         live.ref = self._root.spawn(
-            run, name=f"run-{live.run_id}", restart="temporary", capacity=_RUN_MAILBOX
+            run,
+            # (an actor's name has no '/': a path of names is how the supervision tree is
+            # shown; a sub-agent's ids hold its thread's, <thread>/<call>/<key>)
+            name=f"run-{live.run_id}".replace("/", "|"),
+            restart="temporary",
+            capacity=_RUN_MAILBOX,
         )
 
     # -- internals used by the actors -------------------------------------------------------
@@ -399,6 +423,8 @@ class AgentRuntime:
         # passivated while a submission changed it: activate it again, from its calls
         again = live.waiting_message_id if live.passivated and live.changed else None
         self._handle(RunEnded(live.run_id, again))
+        if live.thread.parent is not None and not live.run.active:  # a sub-run ended
+            self._settle_caller_soon(live.thread)
 
     def _live_of(self, run_id: str) -> LiveRun | None:
         """The run's in-memory handle, while its actor is alive."""
@@ -603,6 +629,8 @@ class AgentRuntime:
                 # Its final answer is stored: the process stopped before the run was
                 # recorded completed (a separate commit). It is over; do not ask again.
                 await self._settle(active, "completed")
+                if thread.parent is not None:  # a sub-run: its caller goes on
+                    await self._settle_caller(thread.parent.thread_id, thread.parent.tool_call_id)
             elif not run_calls:  # its process stopped in its first model step: do it again
                 self._activate_run_soon(thread_id, active.run_id, None)
             elif done:
@@ -620,6 +648,9 @@ class AgentRuntime:
             if messages and is_notification(messages[-1]):  # appended, never answered
                 self._handle(NotificationFound(thread_id))
         self._loaded[thread_id] = True
+        if not self._reconciled.get(thread_id):
+            self._reconciled[thread_id] = True
+            await self._reconcile_sub_runs(calls)
         return thread
 
     async def _park_unstarted(self, unstarted: Iterable[str]) -> None:
@@ -761,6 +792,12 @@ class AgentRuntime:
         self._handle(SendBegan(thread_id))
         try:
             thread = await self._load(thread_id, by_starter=True)
+            if thread.parent is not None:
+                raise PaiError(
+                    f"thread {thread_id!r} holds a sub-agent run of the tool call "
+                    f"{thread.parent.tool_call_id!r} (thread {thread.parent.thread_id!r}); "
+                    "it takes no messages from clients: send to the thread that started it"
+                )
             client_tools = check_client_tools(self.agent_of(thread), client_tools)
             if self._admission.live_run_of(thread_id) is not None:  # activated meanwhile
                 raise self._busy(thread_id, None)
@@ -818,14 +855,47 @@ class AgentRuntime:
         )
 
     async def wait_idle(self, thread_id: str) -> None:
-        """Return when the thread has no active run, or its run waits only on actions.
+        """Return when the thread has no active run, or its run waits only on actions (its
+        own, or those its sub-agent runs wait on, at every depth).
 
         Loads the thread first, as :meth:`get_state` does (:class:`ThreadNotFound`,
         :class:`MigrationRequired`), so a run a closed runtime left to go on (an accepted
         submission whose resume never ran) is activated and waited for.
         """
         await self._load(thread_id)
-        while not self._idle(thread_id):  # (it may be busy again by the time a waiter runs)
+        while not await self._idle_tree(thread_id):
+            pass
+
+    async def _idle_tree(self, thread_id: str) -> bool:
+        """Wait until the thread is idle; then whether its sub-agent runs are too, at every
+        depth (``False``: something of the tree was waited for or went on meanwhile, so look
+        again). A call whose sub-runs all ended is settled here (it goes on), so that a
+        waiter never sees a tree idle that is about to move."""
+        quiet = await self._wait_own_idle(thread_id)
+        active = await self._store.get_active_run(thread_id)
+        if active is None:
+            return quiet
+        for call in await self._store.list_calls(thread_id):
+            record = call.record
+            if call.run_id != active.run_id or record.phase != "awaiting_agents":
+                continue
+            running = False
+            for sub_thread_id in record.sub_threads:
+                if await self._store.get_active_run(sub_thread_id) is not None:
+                    running = True
+                    quiet = await self._idle_tree(sub_thread_id) and quiet
+            if not running:  # all ended: it goes on (settled here, or by their ends)
+                await settle_caller(self._services, thread_id, record.tool_call_id)
+                await trio.lowlevel.checkpoint()
+                quiet = False
+        return quiet
+
+    async def _wait_own_idle(self, thread_id: str) -> bool:
+        """Return when the thread has no active run, or its run waits only on its calls'
+        actions and sub-runs: whether it was so already (nothing was waited for)."""
+        already = True
+        while not self._idle(thread_id):
+            already = False  # (it may be busy again by the time a waiter runs)
             event = self._idle_waits.get(thread_id)
             if event is None:
                 event = self._idle_waits[thread_id] = trio.Event()
@@ -835,6 +905,7 @@ class AgentRuntime:
                 idle = not event.is_set() and not event.statistics().tasks_waiting
                 if idle and self._idle_waits.get(thread_id) is event:
                     del self._idle_waits[thread_id]
+        return already
 
     async def get_state(self, thread_id: str) -> ThreadState:
         """The thread's messages and runs (:class:`MigrationRequired`: see :meth:`send`)."""
@@ -868,7 +939,7 @@ class AgentRuntime:
             live.abort_calls(reason)
             live.scope.cancel()
             await live.done.wait()
-            return await self._run_state(run_id)
+            return await self._cancelled(live.thread_id, run_id, reason)
         # Not alive: no submission resolves and no activation starts it until it is recorded
         # (and until every concurrent cancel_run of it ended: admission counts them).
         self._handle(CancelBegan(run_id))
@@ -883,7 +954,19 @@ class AgentRuntime:
             thread_id = run.thread_id
         finally:
             self._handle(CancelEnded(run_id, thread_id))  # (a queued activation is dropped)
-        return await self._run_state(run_id)
+        return await self._cancelled(run.thread_id, run_id, reason)
+
+    async def _cancelled(self, thread_id: str, run_id: str, reason: str | None) -> RunState:
+        """After ``cancel_run`` recorded the run: cancel the sub-runs its calls started (each
+        subtree recorded before this returns), and, for a sub-agent's run, settle the call
+        that started it (its ``ctx.agents.run`` raises :class:`AgentRunError`)."""
+        state = await self._run_state(run_id)
+        if state.status == "cancelled":
+            await self._cancel_sub_runs_of(thread_id, run_id, reason)
+        thread = await self._store.get_thread(thread_id)
+        if thread is not None and thread.parent is not None:
+            await self._settle_caller(thread.parent.thread_id, thread.parent.tool_call_id)
+        return state
 
     async def _run_state(self, run_id: str) -> RunState:
         run = await self._store.get_run(run_id)
@@ -1024,22 +1107,156 @@ class AgentRuntime:
             self._hub.send_to(watcher, so_far)
         return watcher, receive
 
+    # -- sub-agent runs (see ``_runtime.subagents``) ---------------------------------------
+
+    async def _begin_sub_run(
+        self, thread: ThreadRecord, prompt: Message, run: RunRecord, caller: StoredCall
+    ) -> StoredCall:
+        """Commit a sub-run's thread, prompt and run with its caller's link to it, in one
+        transaction, and start the run as ``send`` does (admission may queue it); return
+        the caller as stored."""
+        self._check_open()
+        thread_id = thread.thread_id
+        self._handle(SendBegan(thread_id))  # a new thread: nothing else holds it
+        try:
+            async with self._transaction() as tx:
+                tx.create_thread(thread)
+                tx.append_message(thread_id, prompt)
+                run = tx.put_run(run)
+                stored = stage_call(tx, caller, caller.record)
+            self._thread_records[thread_id] = thread
+            self._thread_agents[thread_id] = self.agent_id_of(thread)
+            self._loaded[thread_id] = True
+            self._handle(RunCreated(thread_id, run.run_id), _Start(thread, run))
+        finally:
+            self._handle(SendEnded(thread_id))
+        return stored
+
+    def _settle_caller_soon(self, thread: ThreadRecord) -> None:
+        """A run of the sub-agent thread ``thread`` ended: settle its caller in a
+        runtime-owned task (a closing runtime leaves it to the next load)."""
+        parent = thread.parent
+        assert parent is not None
+        if self._nursery is None or self._admission.closing:
+            return
+        self._nursery.start_soon(self._settle_caller, parent.thread_id, parent.tool_call_id)
+
+    async def _settle_caller(self, thread_id: str, tool_call_id: str) -> None:
+        try:
+            await settle_caller(self._services, thread_id, tool_call_id)
+        except Exception:  # the store failed: the caller's thread settles it when loaded
+            _log.exception("settling call %r after its sub-run ended failed", tool_call_id)
+
+    def _cancel_sub_threads_soon(self, thread_ids: tuple[str, ...], reason: str | None) -> None:
+        """Cancel the active runs of the sub-agent threads ``thread_ids`` (and their
+        subtrees), in a runtime-owned task (a closing runtime leaves them to the next
+        load)."""
+        if self._nursery is None or self._admission.closing:
+            return
+        self._nursery.start_soon(self._cancel_sub_threads, thread_ids, reason)
+
+    async def _cancel_sub_threads(self, thread_ids: Iterable[str], reason: str | None) -> None:
+        """Cancel the active run of each sub-agent thread of ``thread_ids`` with ``reason``
+        (``cancel_run`` cancels its own sub-runs in turn)."""
+        for thread_id in thread_ids:
+            try:
+                active = await self._store.get_active_run(thread_id)
+                if active is not None:
+                    await self.cancel_run(active.run_id, reason)
+            except RuntimeClosed:
+                return  # the next load cancels what is left
+            except Exception:
+                _log.exception("cancelling the sub-run of thread %r failed", thread_id)
+
+    async def _cancel_sub_runs_of(self, thread_id: str, run_id: str, reason: str | None) -> None:
+        """Cancel the sub-runs the calls of the run ``run_id`` started (its cancellation is
+        recorded: those calls are done)."""
+        for call in await self._store.list_calls(thread_id):
+            if call.run_id == run_id and call.record.sub_threads:
+                await self._cancel_sub_threads(call.record.sub_threads, reason)
+
+    async def _reconcile_sub_runs(self, calls: Sequence[StoredCall]) -> None:
+        """Repair, on a thread's first load, what a stopped process left between the commits
+        that link a call and its sub-runs: load each sub-run a waiting call waits for (its
+        own repairs), settle the call if they all ended, and cancel the sub-runs of a call
+        that ended without them."""
+        for call in calls:
+            record = call.record
+            if not record.sub_threads:
+                continue
+            if record.phase == "awaiting_agents":
+                for thread_id in record.sub_threads:
+                    if await self._store.get_active_run(thread_id) is not None:
+                        await self._load(thread_id)
+                await settle_caller(self._services, call.thread_id, record.tool_call_id)
+            elif record.phase == "done":
+                cancelled = record.cancelled
+                reason = cancelled.reason if cancelled is not None else CALLER_ENDED
+                for thread_id in record.sub_threads:
+                    if await self._store.get_active_run(thread_id) is not None:
+                        self._cancel_sub_threads_soon((thread_id,), reason)
+
+    async def _origin_chain(self, thread: ThreadRecord) -> tuple[SubAgentOrigin, ...]:
+        """The tool calls that started the sub-agent thread ``thread`` and the ones above
+        it, outermost first (``()`` for a thread a client created)."""
+        chain: list[SubAgentOrigin] = []
+        while thread.parent is not None:
+            parent = thread.parent
+            chain.append(
+                SubAgentOrigin(
+                    thread_id=parent.thread_id,
+                    run_id=parent.run_id,
+                    message_id=parent.message_id,
+                    tool_call_id=parent.tool_call_id,
+                    tool_name=parent.tool_name,
+                    agent_id=self.agent_id_of(thread),
+                    sub_thread_id=thread.thread_id,
+                )
+            )
+            thread = await self._thread(parent.thread_id)
+        return tuple(reversed(chain))
+
+    def agent_id_of(self, thread: ThreadRecord) -> str:
+        """The registry id of the agent that runs ``thread``."""
+        return self._default_agent_id if thread.agent_id is None else thread.agent_id
+
     # -- pending actions ---------------------------------------------------------------------
 
     async def pending_actions(self, thread_id: str) -> list[PendingActionView]:
-        """The thread's pending actions in the order their parts appear in the thread
-        (:class:`MigrationRequired`: see :meth:`send`)."""
-        await self._load(thread_id)
+        """The thread's pending actions in the order their parts appear in the thread, each
+        followed where its call is by the pending actions of the sub-agent runs the call
+        started (and theirs), with their ``origin_chain`` (:class:`MigrationRequired`: see
+        :meth:`send`)."""
+        thread = await self._load(thread_id)
         actions = await self._store.list_pending_actions(thread_id)
+        calls = await self._store.list_calls(thread_id)
+        callers = [c for c in calls if c.record.sub_threads and c.record.phase != "done"]
+        views = await self._own_views(thread, actions)
+        if not callers:
+            return views
+        # Each caller's sub-runs' actions go where its part is: after the thread's own
+        # actions of earlier parts.
+        position = await self._part_positions(thread_id)
+        placed = [(position.get(v.ref.tool_call_id, (-1, -1)), n, [v]) for n, v in enumerate(views)]
+        for n, caller in enumerate(callers, start=len(views)):
+            below: list[PendingActionView] = []
+            for sub_thread_id in caller.record.sub_threads:
+                if await self._store.get_thread(sub_thread_id) is not None:
+                    below.extend(await self.pending_actions(sub_thread_id))
+            placed.append((position.get(caller.record.tool_call_id, (-1, -1)), n, below))
+        placed.sort(key=lambda entry: (entry[0], entry[1]))
+        return [view for _, _, group in placed for view in group]
+
+    async def _own_views(
+        self, thread: ThreadRecord, actions: list[OpenAction]
+    ) -> list[PendingActionView]:
+        """The views of a thread's own pending ``actions``, in part order."""
+        thread_id = thread.thread_id
         if len(actions) > 1:  # a streamed call is stored before the calls its step ended with
-            position = {
-                part.tool_call_id: (m, p)
-                for m, message in enumerate(await self._store.list_messages(thread_id))
-                for p, part in enumerate(message.parts)
-                if isinstance(part, ToolPart)
-            }
+            position = await self._part_positions(thread_id)
             actions.sort(key=lambda action: position.get(action.ref.tool_call_id, (-1, -1)))
-        agent = self._known_agent(thread_id)
+        agent = self.agent_of(thread)
+        chain = await self._origin_chain(thread) if thread.parent is not None else ()
         return [
             PendingActionView(
                 self,
@@ -1047,18 +1264,31 @@ class AgentRuntime:
                 action.input,
                 resume_schema_of(agent, action.ref),
                 action.expires_at,
+                chain,
             )
             for action in actions
         ]
 
+    async def _part_positions(self, thread_id: str) -> dict[str, tuple[int, int]]:
+        """Where each tool call's part is in the thread: (message, part) by tool call id."""
+        return {
+            part.tool_call_id: (m, p)
+            for m, message in enumerate(await self._store.list_messages(thread_id))
+            for p, part in enumerate(message.parts)
+            if isinstance(part, ToolPart)
+        }
+
     async def scope_pending_actions(self, scope_key: str) -> list[PendingActionView]:
         """Every pending action of the threads in ``scope_key``, thread by thread (each in
-        the order of :meth:`pending_actions`). Loads each thread that has one."""
+        the order of :meth:`pending_actions`; a sub-agent thread's own actions under it,
+        with their ``origin_chain``). Loads each thread that has one."""
         actions = await self._store.list_scope_pending_actions(scope_key)
-        threads = dict.fromkeys(action.ref.thread_id for action in actions)
+        threads: dict[str, list[OpenAction]] = {}
+        for action in actions:
+            threads.setdefault(action.ref.thread_id, []).append(action)
         views: list[PendingActionView] = []
-        for thread_id in threads:
-            views.extend(await self.pending_actions(thread_id))
+        for thread_id, own in threads.items():
+            views.extend(await self._own_views(await self._load(thread_id), own))
         return views
 
     def get_pending_action(

@@ -26,11 +26,11 @@ from .._core.client_tool import ClientTool
 from .._core.clock import Clock
 from .._core.ids import IdMaker
 from .._core.model import Model
-from .._core.records import StoredCall, ThreadRecord
+from .._core.parts import Message
+from .._core.records import RunRecord, StoredCall, ThreadRecord
 from .._core.updates import ThreadUpdateOrDelta
 from .._store.base import Store, Transaction
 from .._tools.agent import AgentDefinition
-from .._tools.agent_runner import AgentRunResult
 from .._tools.blocking import BlockingTools
 from .._tools.capabilities import Binding, Capabilities, acquire_capabilities
 from .._tools.context import ToolThread
@@ -60,7 +60,11 @@ class Services:
     admission state, ``activate_soon(call)`` activates the run of an accepted submission,
     ``park(run_id)`` records a run that will not start here ``waiting``, ``run_ended(live)``
     is the run actor's last word, ``thread(thread_id)`` reads a hosted thread, ``trigger``
-    is :meth:`AgentRuntime.trigger`, ``run_agent`` runs a sub-agent (``subagents``).
+    is :meth:`AgentRuntime.trigger`. Sub-agent runs (``subagents``): ``max_agent_depth``
+    bounds how deep they nest, ``begin_sub_run(thread, prompt, run, caller)`` commits a
+    sub-run's thread, prompt and run with its caller's link to it and starts the run
+    (returning the caller as stored), ``cancel_sub_threads_soon(thread_ids, reason)`` cancels
+    the active runs of those threads (and their subtrees) in a runtime-owned task.
     """
 
     store: Store
@@ -89,7 +93,9 @@ class Services:
     thread: Callable[[str], Awaitable[ThreadRecord]]
     agent_of: Callable[[ThreadRecord], AgentDefinition]
     trigger: Callable[..., Awaitable[None]]
-    run_agent: Callable[..., Awaitable[AgentRunResult]]
+    max_agent_depth: int
+    begin_sub_run: Callable[[ThreadRecord, Message, RunRecord, StoredCall], Awaitable[StoredCall]]
+    cancel_sub_threads_soon: Callable[[tuple[str, ...], str | None], None]
 
     def spec_for(self, call: StoredCall, agent: AgentDefinition) -> CallSpec | None:
         """The schemas a call is judged by: its tool's, or a client tool's (``None``: the

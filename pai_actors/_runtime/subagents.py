@@ -1,247 +1,175 @@
-"""``ctx.agents``: running another registered agent as part of this run (:class:`AgentRunner`).
+"""Sub-agent runs (``ctx.agents.run``): runs of another hosted agent, each on a thread of its
+own that is linked to the tool call that started it.
 
-``await ctx.agents.run(agent_id, prompt)`` runs the agent registered as ``agent_id`` (in the
-runtime's :class:`Pai`) on a conversation of its own that starts with ``prompt``, and returns
-its final answer as a :class:`AgentRunResult`. It runs inside the calling tool call, in its
-task: cancelling the call (its run, the runtime) cancels the sub-run and every tool call in
-it, and each of those calls' ``ctx.signal`` is aborted with the reason.
+A sub-run is a run like any other, on a thread whose record names its parent
+(:class:`ThreadParent`: the calling call's thread, run, message, id and tool): its run is an
+actor under the runtime's supervisor, its calls actors under it, with every tool feature
+(suspensions, approvals, client outputs, tool data, files, child tools, ``trigger``, its own
+sub-agents down to ``max_agent_depth``). Its thread id is ``<thread>/<tool call>/<key>``, so
+the same tool call asking for the same sub-run finds it again, and its ids are numbered
+within it, as any thread's.
 
-The sub-run is part of the calling call, not of the thread's conversation: its messages are
-not stored and are not parts (the calling tool returns what it wants the model to see). Its
-tools run in process, concurrently within a step: their input is parsed, ``execute`` runs
-(capabilities acquired, children available), and the output is parsed and projected for the
-sub-agent's model with ``to_model_output``. A tool that would need a client or a person
-(no ``execute``, ``needs_approval``, ``ctx.suspend``) cannot finish inside a sub-run: the
-sub-agent's model reads an error result saying so. The sub-agent is bounded by ``max_steps``
-model steps (:class:`AgentRunError` beyond).
+The supervision tree is durable rather than held by tasks, so that every level passivates:
+the calling call starts its sub-runs (the child thread, its prompt and its run, committed
+with the call's link to it, ``CallRecord.sub_threads``, in one transaction) and stops
+``execute`` (:class:`SubRunWaiting`); its record waits in ``awaiting_agents`` and its run
+waits (no task runs either). When a sub-run ends, the runtime looks at its caller
+(``resolution.settle_caller``): once every sub-run it started has ended, the caller is made to
+enter ``execute`` again, exactly as an accepted submission is (its run woken, or activated),
+and ``ctx.agents.run`` returns each ended run's answer (:class:`SubRuns.outcome`). So a
+submission to a sub-agent's pending action resumes the sub-agent's call, then the
+sub-agent, then the calling tool, in that order.
+
+Cancellation goes down the same links: a cancelled run, or a calling call that ended (its
+run cancelled or failed, or ``execute`` returned without waiting for a sub-run it started),
+cancels each sub-run of it still active, with the same reason, and those cancel their own
+(``AgentRuntime.cancel_run`` awaits the whole subtree). Loading a thread repairs what a
+stopped process left between two of these commits (see ``AgentRuntime._load``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
-import trio
-
-from .._core.errors import AgentRunError, ValidationFailed
-from .._core.json import to_json_value
-from .._core.model import (
-    ModelAssistantMessage,
-    ModelMessage,
-    ModelRequest,
-    ModelSettings,
-    ModelTextPart,
-    ModelToolCallPart,
-    ModelToolMessage,
-    ModelToolResultPart,
-    ModelUserMessage,
-    ToolCallEvent,
-    ToolResultOutput,
-)
-from .._core.parts import ToolDataItem
-from .._core.step import accumulate_step
-from .._tools.agent import RuntimeScope
-from .._tools.agent_runner import AgentRunResult
-from .._tools.context import (
-    AbortController,
-    AbortSignal,
-    ToolDataWriter,
-    ToolFailResult,
-    ToolSuspendResult,
-    ToolThread,
-    tool_failure_details,
-)
-from .._tools.registration import ToolRegistration, call_callback
-from .history import bare_output
-from .invoke import call_context, invoke
+from .._core.calls import link_sub_thread
+from .._core.errors import AgentRunError
+from .._core.parts import Message, TextPart
+from .._core.records import RunRecord, StoredCall, ThreadParent, ThreadRecord
+from .._tools.agent_runner import AgentRunResult, SubRunWaiting
 from .live import LiveRun
-from .prepare import prepare_tools, resolve_runtime_context
 from .services import Services
+
+CALLER_ENDED = "the tool call that started this sub-agent run ended before it did"
+
+
+class CallHolder(Protocol):
+    """The calling call's actor: its latest stored call (it writes it; so does a sub-run's
+    start, through it)."""
+
+    call: StoredCall
+
+
+BeginSubRun = Callable[[ThreadRecord, Message, RunRecord, StoredCall], Awaitable[StoredCall]]
+
+
+def sub_thread_id(thread_id: str, tool_call_id: str, key: str) -> str:
+    """The id of the thread of the sub-run ``key`` of a call."""
+    return f"{thread_id}/{tool_call_id}/{key}"
 
 
 @dataclass(eq=False)
-class _SubRun:
+class SubRuns:
+    """The :class:`~pai_actors._tools.agent_runner.SubRunStarter` of one call's entry."""
+
     services: Services
     live: LiveRun
-    agent_id: str
-    prefix: str
+    holder: CallHolder
 
-    async def run(self, prompt: str, max_steps: int, signal: AbortSignal) -> AgentRunResult:
-        services, live, agent = self.services, self.live, self.services.agents[self.agent_id]
-        thread = live.thread
-        scope = RuntimeScope(thread.scope_key, thread.user_key, thread.thread_id, live.identity)
-        runtime_context = await resolve_runtime_context(agent, scope)
-        messages: list[ModelMessage] = [ModelUserMessage(prompt)]
-        for step_number in range(1, max_steps + 1):
-            prepared = await prepare_tools(
-                agent,
-                runtime_context=runtime_context,
-                identity=live.identity,
-                client_data=live.client_data,
-            )
-            request = ModelRequest(
-                agent.instructions,
-                list(messages),
-                dict(prepared.tools),
-                agent.model_settings or ModelSettings(),
-            )
-            try:
-                step = await accumulate_step(services.models[self.agent_id].stream(request))
-            except Exception as exc:
-                raise AgentRunError(
-                    f"agent {self.agent_id!r}: its model failed in step {step_number}: {exc}",
-                    agent_id=self.agent_id,
-                ) from exc
-            said: list[ModelTextPart | ModelToolCallPart] = []
-            if step.text:
-                said.append(ModelTextPart(step.text))
-            said.extend(
-                ModelToolCallPart(c.tool_call_id, c.tool_name, c.input) for c in step.tool_calls
-            )
-            if said:
-                messages.append(ModelAssistantMessage(said))
-            if not step.tool_calls:
-                return AgentRunResult(step.text, step_number)
-            outputs: dict[str, ToolResultOutput] = {}
-            async with trio.open_nursery() as nursery:
-                for call in step.tool_calls:
-                    registration = agent.tools.get(call.tool_name)
-                    offered = call.tool_name in prepared.tools
-                    nursery.start_soon(
-                        self._call,
-                        outputs,
-                        call,
-                        registration if offered else None,
-                        runtime_context,
-                        signal,
-                    )
-            messages.append(
-                ModelToolMessage(
-                    [
-                        ModelToolResultPart(c.tool_call_id, c.tool_name, outputs[c.tool_call_id])
-                        for c in step.tool_calls
-                    ]
-                )
-            )
-        raise AgentRunError(
-            f"agent {self.agent_id!r} did not answer within {max_steps} model steps; raise "
-            "max_steps or give it a clearer task",
-            agent_id=self.agent_id,
-        )
-
-    async def _call(
-        self,
-        outputs: dict[str, ToolResultOutput],
-        call: ToolCallEvent,
-        registration: ToolRegistration | None,
-        runtime_context: Any,
-        signal: AbortSignal,
-    ) -> None:
-        """One tool call of the sub-run: its result, as the sub-agent's model reads it, goes
-        to ``outputs``."""
-        outputs[call.tool_call_id] = await self._outcome(
-            call.tool_call_id, call.tool_name, call.input, registration, runtime_context, signal
-        )
-
-    async def _outcome(
-        self,
-        tool_call_id: str,
-        name: str,
-        raw_input: object,
-        registration: ToolRegistration | None,
-        runtime_context: Any,
-        signal: AbortSignal,
-    ) -> ToolResultOutput:
-        if registration is None:
-            return _error(f"the tool {name!r} is not offered to this agent")
-        definition = registration.tool
-        if definition.execute is None or registration.needs_approval is not False:
-            return _error(
-                f"the tool {name!r} needs a client or a person to finish, which a sub-agent "
-                "run does not have"
-            )
-        try:
-            parsed = definition._schemas.input.parse(raw_input, what="input")
-        except ValidationFailed as exc:
-            return _error(str(exc))
+    async def begin(self, agent_id: str, key: str, prompt: str, max_steps: int) -> str:
         services, live = self.services, self.live
-        thread = ToolThread(live.thread_id, live.run_id, f"{self.prefix}/{tool_call_id}", name)
-        controller = AbortController()
-        signal._follow(controller)
-        try:
-            context = (
-                runtime_context
-                if registration.map_context is None
-                else await call_callback(
-                    registration.map_context,
-                    runtime_context=runtime_context,
-                    identity=live.identity,
-                    client_data=live.client_data,
-                )
+        call = self.holder.call
+        thread_id = sub_thread_id(live.thread_id, call.tool_call_id, key)
+        found = await services.store.get_thread(thread_id)
+        if found is not None:
+            await self._check_same(found, agent_id, prompt, key)
+            return thread_id
+        parent = live.thread.parent
+        depth = 1 if parent is None else parent.depth + 1
+        if depth > services.max_agent_depth:
+            raise AgentRunError(
+                f"ctx.agents.run({agent_id!r}, ...): sub-agent runs nest at most "
+                f"{services.max_agent_depth} deep (this one would be {depth} deep); raise "
+                "create_agent_runtime(max_agent_depth=...) or run it from a shallower agent",
+                agent_id=agent_id,
             )
-            ctx = call_context(
-                services,
-                live,
-                agent_id=self.agent_id,
-                thread=thread,
-                signal=controller.signal,
-                input=parsed,
-                context=context,
-                data=ToolDataWriter(_no_data, _no_list),
-            )
-            result = await invoke(services, live, definition, ctx)
-        except Exception as exc:
-            return _error(await services.error_text(exc, thread))
-        if isinstance(result, ToolSuspendResult):
-            return _error(f"the tool {name!r} suspended, which it cannot do in a sub-agent run")
-        if isinstance(result, ToolFailResult):
-            return _error(tool_failure_details(result)["message"])
-        schemas = definition._schemas
-        try:
-            output = (
-                to_json_value(result)
-                if schemas.output is None
-                else schemas.output.dump(schemas.output.parse(result, what="output"), what="output")
-            )
-        except Exception as exc:
-            return _error(str(exc))
-        convert = definition.config.to_model_output
-        if convert is None:
-            return bare_output(output)
-        value = await call_callback(
-            convert, output=output, input=to_json_value(raw_input), tool_call_id=tool_call_id
+        now = services.now()
+        thread = ThreadRecord(
+            thread_id=thread_id,
+            scope_key=live.thread.scope_key,
+            user_key=live.thread.user_key,
+            agent_id=agent_id,
+            created_at=now,
+            parent=ThreadParent(
+                thread_id=live.thread_id,
+                run_id=live.run_id,
+                message_id=call.message_id,
+                tool_call_id=call.tool_call_id,
+                tool_name=call.record.name,
+                depth=depth,
+            ),
         )
-        if isinstance(value, Mapping) and set(value) == {"type", "value"}:
-            return {"type": value["type"], "value": to_json_value(value["value"])}
-        return bare_output(to_json_value(value))
+        message = Message(
+            id=services.new_id("msg", thread_id), role="user", parts=(TextPart(text=prompt),)
+        )
+        run = RunRecord(
+            thread_id=thread_id,
+            run_id=services.new_id("run", thread_id),
+            status="running",
+            created_at=now,
+            identity=live.identity,
+            client_data=live.client_data,
+            max_steps=max_steps,
+        )
+        linked = call.model_copy(update={"record": link_sub_thread(call.record, thread_id)})
+        self.holder.call = await services.begin_sub_run(thread, message, run, linked)
+        return thread_id
+
+    async def _check_same(self, thread: ThreadRecord, agent_id: str, prompt: str, key: str) -> None:
+        """A sub-run found again must be the one asked for: ``execute`` asks for the same
+        sub-runs with the same prompts on every entry."""
+        messages = await self.services.store.list_messages(thread.thread_id)
+        first = messages[0].parts[0] if messages and messages[0].parts else None
+        asked = first.text if isinstance(first, TextPart) else None
+        if thread.agent_id != agent_id or asked != prompt:
+            raise AgentRunError(
+                f"ctx.agents.run({agent_id!r}, ..., key={key!r}): this call's sub-run "
+                f"{key!r} was started with the agent {thread.agent_id!r} and another prompt; "
+                "execute must ask for the same sub-runs, with the same prompts, on every "
+                "entry (give sub-runs that differ different keys)",
+                agent_id=agent_id,
+            )
+
+    async def outcome(self, agent_id: str, thread_id: str) -> AgentRunResult:
+        store = self.services.store
+        runs = await store.list_runs(thread_id)
+        run = runs[0] if runs else None  # the sub-run (later runs answer its triggers)
+        if run is None or run.active:
+            raise SubRunWaiting([thread_id])
+        if run.status == "failed":
+            raise AgentRunError(
+                f"the sub-agent run of {agent_id!r} (thread {thread_id!r}) failed: {run.error}",
+                agent_id=agent_id,
+            )
+        if run.status == "cancelled":
+            reason = await cancelled_reason(self.services, thread_id)
+            raise AgentRunError(
+                f"the sub-agent run of {agent_id!r} (thread {thread_id!r}) was cancelled"
+                + (f": {reason}" if reason else ""),
+                agent_id=agent_id,
+            )
+        messages = await store.list_messages(thread_id)
+        answers = [m for m in messages if m.role == "assistant"]
+        text = "".join(
+            p.text for p in (answers[-1].parts if answers else ()) if isinstance(p, TextPart)
+        )
+        return AgentRunResult(text, len(answers), thread_id)
 
 
-def _error(text: str) -> ToolResultOutput:
-    return {"type": "error-text", "value": text}
+async def cancelled_reason(services: Services, thread_id: str) -> str | None:
+    """The reason a cancelled sub-run's calls were cancelled with (its first that has one)."""
+    for call in await services.store.list_calls(thread_id):
+        cancelled = call.record.cancelled
+        if cancelled is not None and cancelled.reason:
+            return cancelled.reason
+    return None
 
 
-async def _no_data(name: str, value: object, item_id: str | None, transient: bool) -> None:
-    raise ValueError(
-        "a tool in a sub-agent run has no tool data: it is not a conversation part; report "
-        "progress from the calling tool"
-    )
-
-
-async def _no_list(name: str) -> list[ToolDataItem]:
-    return []
-
-
-async def run_agent(
-    services: Services,
-    live: LiveRun,
-    agent_id: str,
-    prefix: str,
-    prompt: str,
-    max_steps: int,
-    signal: AbortSignal,
-) -> AgentRunResult:
-    """Run the agent ``agent_id`` on ``prompt`` inside a call of ``live`` (what
-    ``ctx.agents.run`` does; the runtime gives it to the actors as ``Services.run_agent``):
-    cancelled with the call, each of its calls' signals following ``signal``."""
-    return await _SubRun(services, live, agent_id, prefix).run(prompt, max_steps, signal)
+async def ended(services: Services, thread_ids: tuple[str, ...]) -> bool:
+    """Whether every sub-run on ``thread_ids`` ended (a thread that does not exist: a start
+    that never committed, so nothing to wait for)."""
+    for thread_id in thread_ids:
+        if await services.store.get_active_run(thread_id) is not None:
+            return False
+    return True

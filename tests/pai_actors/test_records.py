@@ -160,6 +160,11 @@ def _records(odd: str | None = None) -> st.SearchStrategy[CallRecord]:
         cancelled=slot("cancelled", st.none() | cancelled, cancelled),
         data=slot("data", data.map(frozen_mapping), data.map(dict) | data.map(list)),
         observed=slot("observed", st.booleans(), flags),
+        sub_threads=slot(
+            "sub_threads",
+            st.lists(_text, max_size=3).map(tuple),
+            st.lists(_text, max_size=2) | st.lists(_awkward_text, min_size=1).map(tuple),
+        ),
         version=slot("version", st.just(1), st.sampled_from([2, True, 1.0])),
     )
 
@@ -195,10 +200,19 @@ _ODD_SLOTS = [
     "cancelled",
     "data",
     "observed",
+    "sub_threads",
     "version",
 ]
 _phases = st.sampled_from(
-    ["streaming", "awaiting_approval", "executing", "suspended", "awaiting_output", "done"]
+    [
+        "streaming",
+        "awaiting_approval",
+        "executing",
+        "suspended",
+        "awaiting_output",
+        "awaiting_agents",
+        "done",
+    ]
 )
 _finishes = st.sampled_from(["output-available", "output-error", "output-denied"])
 
@@ -420,6 +434,7 @@ def test_a_record_stored_before_deadlines_is_read_fast_with_none(record: CallRec
     them (no deadline), exactly as the shape does."""
     value = _stored_json(record)
     del value["output_expires_at"]
+    del value["sub_threads"]  # (added later still)
     for episode in value["episodes"]:
         del episode["expires_at"]
     if value["approval"] is not None:
@@ -429,6 +444,17 @@ def test_a_record_stored_before_deadlines_is_read_fast_with_none(record: CallRec
     assert loaded.output_expires_at is None
     assert all(e.expires_at is None for e in loaded.episodes)
     assert loaded.approval is None or loaded.approval.expires_at is None
+
+
+@given(_records())
+def test_a_record_stored_before_sub_agents_is_read_fast_with_none(record: CallRecord) -> None:
+    """Records written before ``sub_threads`` existed lack it: the fast load reads them (no
+    sub-agent run), exactly as the shape does."""
+    value = _stored_json(record)
+    del value["sub_threads"]
+    loaded = _load_call(value)  # the fast way, taken
+    assert repr(loaded) == _the_shape_load(value)[1]
+    assert loaded.sub_threads == ()
 
 
 @given(_instant_texts | _odd_values)
