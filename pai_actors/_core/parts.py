@@ -4,10 +4,11 @@ A :class:`Message` holds :class:`TextPart`, :class:`ReasoningPart`, :class:`File
 (a user's files) and :class:`ToolPart` values. A tool part is the
 AI SDK's native, state-discriminated tool part (``type == "tool-<toolName>"`` for a registered
 tool, ``"dynamic-tool"`` with ``toolName`` for a request-time one) plus the pai sidecars
-``data``, ``suspensions``, ``pendingSuspension``, ``cancelled``, ``expiresAt`` and ``subThreads``. Each field
-lives on the state arm that owns it, and a model refuses a part that puts one elsewhere: what
-the AI SDK's ``safeValidateUIMessages`` accepts (``tests/pai_actors/test_ai_sdk_validation.py``
-runs it, 6.x and 7.x, on the runtime's output).
+``data``, ``suspensions``, ``pendingSuspension``, ``cancelled``, ``expiresAt`` and
+``subThreads``. Each field lives on the state arm that owns it, and a model refuses a part
+that puts one elsewhere: what the AI SDK's ``safeValidateUIMessages`` accepts
+(``tests/pai_actors/test_ai_sdk_validation.py`` runs it, 6.x and 7.x, on the runtime's
+output).
 """
 
 from __future__ import annotations

@@ -120,7 +120,8 @@ class AgentRunner:
         if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
             raise ValueError(f"max_steps must be a positive int, got {max_steps!r}")
         checked = [
-            self._check(agent_id, prompt, k) for (agent_id, prompt), k in zip(requests, named)
+            self._check(agent_id, prompt, k)
+            for (agent_id, prompt), k in zip(requests, named, strict=True)
         ]
         self._beginning += 1
         try:
@@ -134,12 +135,12 @@ class AgentRunner:
                 self._began.set()
                 self._began = None
         results: list[AgentRunResult | BaseException] = []
-        for (agent_id, _, _), thread_id in zip(checked, threads):
+        for (agent_id, _, _), thread_id in zip(checked, threads, strict=True):
             try:
                 results.append(await self._starter.outcome(agent_id, thread_id))
             except (SubRunWaiting, Exception) as exc:
                 results.append(exc)
-        waiting = [t for t, r in zip(threads, results) if isinstance(r, SubRunWaiting)]
+        waiting = [t for t, r in zip(threads, results, strict=True) if isinstance(r, SubRunWaiting)]
         if waiting:
             await self._let_siblings_begin()
             raise SubRunWaiting(waiting)
