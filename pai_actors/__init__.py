@@ -21,6 +21,7 @@ Errors derive from :class:`PaiError` (the hierarchy is drawn in ``pai_actors._co
 
 from ._core.actions import ActionResult as ActionResult
 from ._core.actions import PendingActionOrigin as PendingActionOrigin
+from ._core.actions import SubAgentOrigin as SubAgentOrigin
 from ._core.actions import PendingActionRef as PendingActionRef
 from ._core.capability import Capability as Capability
 from ._core.capability import capability as capability
@@ -100,6 +101,7 @@ from ._core.records import RunRecord as RunRecord
 from ._core.records import StoredCall as StoredCall
 from ._core.records import StoredFileBody as StoredFileBody
 from ._core.records import StoreRecord as StoreRecord
+from ._core.records import ThreadParent as ThreadParent
 from ._core.records import ThreadRecord as ThreadRecord
 from ._core.records import UploadedFile as UploadedFile
 from ._core.schema import ToolSchema as ToolSchema
@@ -226,6 +228,7 @@ __all__ = [
     "Pai",
     "PaiError",
     "PendingActionOrigin",
+    "SubAgentOrigin",
     "PendingActionRef",
     "PendingActionView",
     "ProviderMetadata",
@@ -256,6 +259,7 @@ __all__ = [
     "TextPart",
     "ThreadBusy",
     "ThreadNotFound",
+    "ThreadParent",
     "ThreadRecord",
     "ThreadState",
     "ThreadUpdate",
