@@ -237,6 +237,16 @@ class _CallDriver:
         self.trace = trace
         self.span = CallSpan()  # records nothing until the entry's span starts
         self.fault: Exception | None = None
+        self._lock: trio.Lock | None = None
+
+    @property
+    def lock(self) -> trio.Lock:
+        """Taken by the writes ``execute``'s tasks make of the call (tool data, sub-run
+        starts), so that concurrent ones each write the latest revision (made when first
+        needed: most calls make none)."""
+        if self._lock is None:
+            self._lock = trio.Lock()
+        return self._lock
 
     @property
     def record(self) -> CallRecord:
@@ -526,17 +536,14 @@ class _CallDriver:
             )
         what = f"data[{name!r}]"
         dumped = schema.dump(schema.parse(value, what=what), what=what)
-        step = write_data(
-            self.record,
-            name,
-            dumped,
-            item_id=item_id or self._new_data_id(),
-            at=self.services.now(),
-            transient=transient,
-        )
+        item_id = item_id or self._new_data_id()
+        at = self.services.now()
         if not transient:
-            await self.write(step.record)
+            async with self.lock:  # (the record as it is once the lock is ours)
+                step = write_data(self.record, name, dumped, item_id=item_id, at=at)
+                await self.write(step.record)
             return
+        step = write_data(self.record, name, dumped, item_id=item_id, at=at, transient=True)
         for effect in step.effects:
             if isinstance(effect, DataWritten):
                 self.services.publish(

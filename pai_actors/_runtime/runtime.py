@@ -877,7 +877,13 @@ class AgentRuntime:
             return quiet
         for call in await self._store.list_calls(thread_id):
             record = call.record
-            if call.run_id != active.run_id or record.phase != "awaiting_agents":
+            if call.run_id != active.run_id or not record.sub_threads:
+                continue
+            if resumable(record):  # settled meanwhile (by a sub-run's end): it goes on
+                await trio.lowlevel.checkpoint()
+                quiet = False
+                continue
+            if record.phase != "awaiting_agents":
                 continue
             running = False
             for sub_thread_id in record.sub_threads:
@@ -888,7 +894,7 @@ class AgentRuntime:
                 await settle_caller(self._services, thread_id, record.tool_call_id)
                 await trio.lowlevel.checkpoint()
                 quiet = False
-        return quiet
+        return quiet and self._idle(thread_id)
 
     async def _wait_own_idle(self, thread_id: str) -> bool:
         """Return when the thread has no active run, or its run waits only on its calls'

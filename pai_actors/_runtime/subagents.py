@@ -33,6 +33,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+import trio
+
 from .._core.calls import link_sub_thread
 from .._core.errors import AgentRunError
 from .._core.parts import Message, TextPart
@@ -46,9 +48,13 @@ CALLER_ENDED = "the tool call that started this sub-agent run ended before it di
 
 class CallHolder(Protocol):
     """The calling call's actor: its latest stored call (it writes it; so does a sub-run's
-    start, through it)."""
+    start, through it), and the lock its writes from concurrent tasks of ``execute`` take
+    (each writes the call's latest revision)."""
 
     call: StoredCall
+
+    @property
+    def lock(self) -> trio.Lock: ...
 
 
 BeginSubRun = Callable[[ThreadRecord, Message, RunRecord, StoredCall], Awaitable[StoredCall]]
@@ -68,6 +74,10 @@ class SubRuns:
     holder: CallHolder
 
     async def begin(self, agent_id: str, key: str, prompt: str, max_steps: int) -> str:
+        async with self.holder.lock:  # (concurrent starts each link the latest revision)
+            return await self._begin(agent_id, key, prompt, max_steps)
+
+    async def _begin(self, agent_id: str, key: str, prompt: str, max_steps: int) -> str:
         services, live = self.services, self.live
         call = self.holder.call
         thread_id = sub_thread_id(live.thread_id, call.tool_call_id, key)
@@ -112,6 +122,7 @@ class SubRuns:
             client_data=live.client_data,
             max_steps=max_steps,
         )
+        call = self.holder.call  # (the latest: a data write may have come meanwhile)
         linked = call.model_copy(update={"record": link_sub_thread(call.record, thread_id)})
         self.holder.call = await services.begin_sub_run(thread, message, run, linked)
         return thread_id

@@ -51,7 +51,7 @@ from .._core.errors import ScriptedModelError as ScriptedModelError
 from .._core.model import Model
 from .._runtime.clock import trio_clock as trio_clock
 from .._runtime.create import counter_ids, create_agent_runtime
-from .._runtime.runtime import DEFAULT_MAX_ACTIVE_RUNS, AgentRuntime
+from .._runtime.runtime import DEFAULT_MAX_ACTIVE_RUNS, DEFAULT_MAX_AGENT_DEPTH, AgentRuntime
 from .._runtime.services import MapError
 from .._store.base import Store
 from .._store.memory import MemoryBacking, MemoryStore
@@ -80,6 +80,7 @@ def create_test_runtime(
     sync_tools: SyncTools = "inline",
     thread_limit: int = DEFAULT_THREAD_LIMIT,
     max_active_runs: int | None = DEFAULT_MAX_ACTIVE_RUNS,
+    max_agent_depth: int = DEFAULT_MAX_AGENT_DEPTH,
 ) -> AgentRuntime:
     """An :class:`~pai_actors.AgentRuntime` for tests: ``model`` (usually a
     :class:`ScriptedModel`) instead of the agents' own (one for every agent, or a mapping
@@ -131,6 +132,7 @@ def create_test_runtime(
         sync_tools=sync_tools,
         thread_limit=thread_limit,
         max_active_runs=max_active_runs,
+        max_agent_depth=max_agent_depth,
     )
     if temporary is not None:
         assert isinstance(store, SqliteStore)
