@@ -21,8 +21,8 @@ Errors derive from :class:`PaiError` (the hierarchy is drawn in ``pai_actors._co
 
 from ._core.actions import ActionResult as ActionResult
 from ._core.actions import PendingActionOrigin as PendingActionOrigin
-from ._core.actions import SubAgentOrigin as SubAgentOrigin
 from ._core.actions import PendingActionRef as PendingActionRef
+from ._core.actions import SubAgentOrigin as SubAgentOrigin
 from ._core.capability import Capability as Capability
 from ._core.capability import capability as capability
 from ._core.client_tool import ClientTool as ClientTool
@@ -228,7 +228,6 @@ __all__ = [
     "Pai",
     "PaiError",
     "PendingActionOrigin",
-    "SubAgentOrigin",
     "PendingActionRef",
     "PendingActionView",
     "ProviderMetadata",
@@ -252,6 +251,7 @@ __all__ = [
     "StoreRecord",
     "StoredCall",
     "StoredFileBody",
+    "SubAgentOrigin",
     "SuspendPoint",
     "SuspensionView",
     "SyncTools",
