@@ -302,7 +302,8 @@ async def test_a_named_suspension_tool_data_and_files_in_a_sub_agent(
             [confirmed] = tool_parts(await rt.get_state(part.sub_threads[0]))
     assert action.name == "confirm.approval"
     assert action.input == {"summary": "file 3?"}
-    assert action.resume_schema is not None and "approved" in str(action.resume_schema)
+    assert action.resume_schema is not None
+    assert "approved" in str(action.resume_schema)
     assert asking.data["status"][0].value == {"step": "asking"}
     assert asking.pending_suspension is not None
     assert rejected.status == "rejected"  # the sub-agent keeps waiting
@@ -402,7 +403,8 @@ async def test_child_tools_trigger_and_a_nested_sub_agent_in_a_sub_agent(
             leaf_thread = await rt.get_thread(leaf)
     assert part.output == "leaf (notified: True)"
     assert leaf.startswith(f"{middle}/{dig.tool_call_id}/leaf-")
-    assert leaf_thread.parent is not None and leaf_thread.parent.depth == 2
+    assert leaf_thread.parent is not None
+    assert leaf_thread.parent.depth == 2
 
 
 async def test_sub_agents_nest_no_deeper_than_max_agent_depth(
