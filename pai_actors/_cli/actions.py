@@ -48,6 +48,7 @@ async def list_actions(
                         "ref": a.ref.to_wire(),
                         "resumeSchema": a.resume_schema,
                         "expiresAt": None if a.expires_at is None else iso(a.expires_at),
+                        "originChain": [link.to_wire() for link in a.origin_chain],
                     }
                     for a in actions
                 ],
@@ -65,8 +66,14 @@ async def list_actions(
 def describe(action: PendingActionView) -> str:
     ref = action.ref
     expires = "" if action.expires_at is None else f"\n    expires: {iso(action.expires_at)}"
+    # which agent asks, and why: each tool call that started a sub-agent, outermost first
+    via = "".join(
+        f"\n    via: {link.tool_name} ({link.tool_call_id} in thread {link.thread_id})"
+        f" -> agent {link.agent_id}"
+        for link in action.origin_chain
+    )
     return (
-        f"{ref.action_id}  {action.name}  (thread {ref.thread_id}, run {ref.run_id})\n"
+        f"{ref.action_id}  {action.name}  (thread {ref.thread_id}, run {ref.run_id}){via}\n"
         f"    input: {json.dumps(action.input, ensure_ascii=False)}\n"
         f"    answer: {schema_summary(action.resume_schema)}{expires}"
     )

@@ -46,7 +46,7 @@ from trio_websocket import (
     wrap_client_stream,
 )
 
-from .._core.actions import ActionResult, PendingActionRef
+from .._core.actions import ActionResult, PendingActionRef, SubAgentOrigin
 from .._core.json import JsonValue
 from .._core.pending import PendingActionView
 from .._core.records import UploadedFile
@@ -208,6 +208,7 @@ class Client:
             action["input"],
             action.get("resumeSchema"),
             None if expires is None else _INSTANT.validate_python(expires),
+            tuple(SubAgentOrigin.model_validate(link) for link in action.get("originChain", ())),
         )
 
     async def submit_action(self, ref: PendingActionRef, payload: object) -> ActionResult:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import reprlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypeAlias
 
@@ -31,7 +31,7 @@ from pydantic import (
 )
 from pydantic_core import core_schema
 
-from .._core.actions import ActionResult, PendingActionRef
+from .._core.actions import ActionResult, PendingActionRef, SubAgentOrigin
 from .._core.json import MAX_SAFE_INTEGER, JsonValue
 from .._core.model import ModelSettings
 from .._core.parts import FilePart
@@ -493,16 +493,21 @@ def action_wire(
     ref: PendingActionRef,
     resume_schema: JsonValue,
     expires_at: datetime | None = None,
+    origin_chain: Sequence[SubAgentOrigin] = (),
 ) -> dict[str, JsonValue]:
     """A pending action as the protocol shows it (``expiresAt``: its deadline, ``None``
-    when it has none)."""
-    return {
+    when it has none; ``originChain``, only for an action of a sub-agent run: the tool calls
+    that started it, outermost first)."""
+    wire: dict[str, JsonValue] = {
         "name": name,
         "input": input,
         "ref": ref.to_wire(),
         "resumeSchema": resume_schema,
         "expiresAt": None if expires_at is None else iso(expires_at),
     }
+    if origin_chain:
+        wire["originChain"] = [link.to_wire() for link in origin_chain]
+    return wire
 
 
 def action_result_wire(result: ActionResult) -> dict[str, JsonValue]:

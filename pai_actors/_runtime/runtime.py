@@ -889,6 +889,7 @@ class AgentRuntime:
             for sub_thread_id in record.sub_threads:
                 if await self._store.get_active_run(sub_thread_id) is not None:
                     running = True
+                    await self._load(sub_thread_id)  # (recovered, if a process stopped)
                     quiet = await self._idle_tree(sub_thread_id) and quiet
             if not running:  # all ended: it goes on (settled here, or by their ends)
                 await settle_caller(self._services, thread_id, record.tool_call_id)
@@ -1183,24 +1184,26 @@ class AgentRuntime:
 
     async def _reconcile_sub_runs(self, calls: Sequence[StoredCall]) -> None:
         """Repair, on a thread's first load, what a stopped process left between the commits
-        that link a call and its sub-runs: load each sub-run a waiting call waits for (its
-        own repairs), settle the call if they all ended, and cancel the sub-runs of a call
-        that ended without them."""
+        that link a call and its sub-runs: load each active sub-run of an unfinished call
+        (its own repairs: an orphaned run is recovered as any is), settle a waiting call
+        whose sub-runs all ended, and cancel the sub-runs of a call that ended without
+        them."""
         for call in calls:
             record = call.record
             if not record.sub_threads:
                 continue
-            if record.phase == "awaiting_agents":
+            if record.phase != "done":
                 for thread_id in record.sub_threads:
                     if await self._store.get_active_run(thread_id) is not None:
                         await self._load(thread_id)
-                await settle_caller(self._services, call.thread_id, record.tool_call_id)
-            elif record.phase == "done":
-                cancelled = record.cancelled
-                reason = cancelled.reason if cancelled is not None else CALLER_ENDED
-                for thread_id in record.sub_threads:
-                    if await self._store.get_active_run(thread_id) is not None:
-                        self._cancel_sub_threads_soon((thread_id,), reason)
+                if record.phase == "awaiting_agents":
+                    await settle_caller(self._services, call.thread_id, record.tool_call_id)
+                continue
+            cancelled = record.cancelled
+            reason = cancelled.reason if cancelled is not None else CALLER_ENDED
+            for thread_id in record.sub_threads:
+                if await self._store.get_active_run(thread_id) is not None:
+                    self._cancel_sub_threads_soon((thread_id,), reason)
 
     async def _origin_chain(self, thread: ThreadRecord) -> tuple[SubAgentOrigin, ...]:
         """The tool calls that started the sub-agent thread ``thread`` and the ones above

@@ -49,7 +49,9 @@ _log = logging.getLogger("pai_actors.server")
 
 def view_wire(view: PendingActionView) -> dict[str, JsonValue]:
     """A pending action view as the protocol shows it."""
-    return action_wire(view.name, view.input, view.ref, view.resume_schema, view.expires_at)
+    return action_wire(
+        view.name, view.input, view.ref, view.resume_schema, view.expires_at, view.origin_chain
+    )
 
 
 def state_actions(

@@ -143,14 +143,19 @@ def create_test_runtime(
 
 def _next_generation(store: Store) -> int:
     """The generation of a new test runtime's ids on ``store``'s data: 1 on data that holds
-    no thread, else one more than the latest generation its thread and run ids show. Read
+    no thread, else one more than the latest generation its thread, run and message ids show
+    (a runtime that stopped after storing a message of an existing run made no run id). Read
     from the data, so the same data gives the same ids wherever it lives (a new file at a
     path used before is new data); a store of another kind is counted per store object."""
     if isinstance(store, SqliteStore):
         ids = _sqlite_ids(store.path)
     elif isinstance(store, MemoryStore):
         tables = store.backing.tables
-        ids = [*tables.threads.keys(), *tables.runs.keys()]
+        ids = [
+            *tables.threads.keys(),
+            *tables.runs.keys(),
+            *(m for thread in tables.threads.values() for m in thread.message_ids),
+        ]
     else:
         generation = _generations.get(store, 0) + 1
         _generations[store] = generation
@@ -165,7 +170,10 @@ def _sqlite_ids(path: str) -> list[str]:
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
         if not {"threads", "runs"} <= tables:
             return []
-        rows = db.execute("SELECT thread_id FROM threads UNION ALL SELECT run_id FROM runs")
+        rows = db.execute(
+            "SELECT thread_id FROM threads UNION ALL SELECT run_id FROM runs"
+            " UNION ALL SELECT message_id FROM messages"
+        )
         return [str(row[0]) for row in rows]
 
 
