@@ -10,9 +10,9 @@ Without ``--finish`` it creates the thread ``outer``, sends the request and wait
 tree is idle (both sub-agents waiting on their approvals), then kills itself with
 ``SIGKILL`` (or dies at commit ``--kill-at`` before that). With ``--finish`` it opens the
 file again (dying at commit ``--kill-at`` when given), submits every pending action of
-``outer`` (approving it) until none is left and the tree is idle, and prints the outcome as one JSON line. Each execution of the payment
-tool appends a line to ``--log`` (``O_APPEND``: a kill cannot lose it), so the parent
-counts how often each ran.
+``outer`` (approving it) until none is left and the tree is idle, and prints the outcome
+as one JSON line. Each execution of the payment tool appends a line to ``--log``
+(``O_APPEND``: a kill cannot lose it), so the parent counts how often each ran.
 """
 
 from __future__ import annotations
