@@ -71,6 +71,9 @@ class DeadlineTimer:
         self._sleep: trio.CancelScope | None = None  # its sleep, while it sleeps
         # (thread id, action id) -> not before this instant (None: not in this runtime)
         self._held: dict[tuple[str, str], datetime | None] = {}
+        # set once the first look is over: the deadlines that passed while no runtime ran
+        # are resolved (or failed to be, to be tried again later)
+        self.swept = trio.Event()
 
     def note(self, at: datetime) -> None:
         """A pending action with the deadline ``at`` was stored: wake the timer early if
@@ -94,6 +97,7 @@ class DeadlineTimer:
                 wake = self._now() + min(RETRY_CAP, RETRY * 2 ** (failures - 1))
             else:
                 failures = 0
+            self.swept.set()
             noted = self._noted
             if noted is not None and (wake is None or noted < wake):
                 wake = noted

@@ -223,6 +223,9 @@ class AgentRuntime:
         self._loaded: BoundedIndex[str, bool] = BoundedIndex(INDEX_CAPACITY)  # settled threads
         # threads whose calls' sub-runs a load looked at (a full load need not look again)
         self._reconciled: BoundedIndex[str, bool] = BoundedIndex(INDEX_CAPACITY)
+        # whether this runtime met a sub-agent run (started one, or loaded a call that did):
+        # until it does, wait_idle and pending_actions skip looking for them
+        self._sub_runs = False
         self._thread_records: BoundedIndex[str, ThreadRecord] = BoundedIndex(INDEX_CAPACITY)
         self._map_error = map_error
         # Every admission decision (which run, activation or continuation starts, and when):
@@ -860,8 +863,11 @@ class AgentRuntime:
 
         Loads the thread first, as :meth:`get_state` does (:class:`ThreadNotFound`,
         :class:`MigrationRequired`), so a run a closed runtime left to go on (an accepted
-        submission whose resume never ran) is activated and waited for.
+        submission whose resume never ran) is activated and waited for; and, in a runtime
+        that just opened, once the deadlines that passed while none ran were resolved (what
+        they resolve goes on, and is waited for).
         """
+        await self._deadlines.swept.wait()
         await self._load(thread_id)
         while not await self._idle_tree(thread_id):
             pass
@@ -872,6 +878,8 @@ class AgentRuntime:
         again). A call whose sub-runs all ended is settled here (it goes on), so that a
         waiter never sees a tree idle that is about to move."""
         quiet = await self._wait_own_idle(thread_id)
+        if not self._sub_runs:
+            return quiet
         active = await self._store.get_active_run(thread_id)
         if active is None:
             return quiet
@@ -1123,6 +1131,7 @@ class AgentRuntime:
         transaction, and start the run as ``send`` does (admission may queue it); return
         the caller as stored."""
         self._check_open()
+        self._sub_runs = True
         thread_id = thread.thread_id
         self._handle(SendBegan(thread_id))  # a new thread: nothing else holds it
         try:
@@ -1192,6 +1201,7 @@ class AgentRuntime:
             record = call.record
             if not record.sub_threads:
                 continue
+            self._sub_runs = True
             if record.phase != "done":
                 for thread_id in record.sub_threads:
                     if await self._store.get_active_run(thread_id) is not None:
@@ -1238,9 +1248,11 @@ class AgentRuntime:
         :meth:`send`)."""
         thread = await self._load(thread_id)
         actions = await self._store.list_pending_actions(thread_id)
+        views = await self._own_views(thread, actions)
+        if not self._sub_runs:
+            return views
         calls = await self._store.list_calls(thread_id)
         callers = [c for c in calls if c.record.sub_threads and c.record.phase != "done"]
-        views = await self._own_views(thread, actions)
         if not callers:
             return views
         # Each caller's sub-runs' actions go where its part is: after the thread's own
