@@ -32,13 +32,14 @@ import threading
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
 import pykka
 import trio
 
-from ._core.actions import ActionResult, PendingActionOrigin, PendingActionRef
+from ._core.actions import ActionResult, PendingActionOrigin, PendingActionRef, SubAgentOrigin
 from ._core.client_tool import ClientTool
 from ._core.errors import RuntimeClosed
 from ._core.json import JsonValue
@@ -80,14 +81,17 @@ class ThreadedFuture(pykka.ThreadingFuture[T]):
 @dataclass(frozen=True, slots=True, eq=False)
 class ThreadedPendingAction:
     """A pending action as the facade hands it out: ``name``, ``input``, ``origin``,
-    ``ref`` and ``resume_schema`` as :class:`PendingActionView` has them, and ``submit``,
-    ``cancel`` and ``fail`` returning futures of an :class:`ActionResult`."""
+    ``ref``, ``resume_schema``, ``expires_at`` and ``origin_chain`` as
+    :class:`PendingActionView` has them, and ``submit``, ``cancel`` and ``fail`` returning
+    futures of an :class:`ActionResult`."""
 
     name: str
     input: JsonValue
     origin: PendingActionOrigin
     ref: PendingActionRef
     resume_schema: dict[str, JsonValue] | None
+    expires_at: datetime | None
+    origin_chain: tuple[SubAgentOrigin, ...]
     _handle: ThreadedRuntime
 
     def submit(self, resume: object) -> ThreadedFuture[ActionResult]:
@@ -413,6 +417,8 @@ class ThreadedRuntime:
             origin=view.origin,
             ref=view.ref,
             resume_schema=view.resume_schema,
+            expires_at=view.expires_at,
+            origin_chain=view.origin_chain,
             _handle=self,
         )
 

@@ -501,3 +501,23 @@ def test_stop_does_not_wait_for_a_blocking_tool_and_its_late_result_is_discarded
     assert [getattr(r, "discarded", None) for r in records] == ["returned"]
     assert rt.blocking_statistics().discarded == 1
     assert getattr(records[0], "tool_call_id", None) == part.tool_call_id
+
+
+def test_a_sub_agents_action_through_the_facade_keeps_its_origin_chain() -> None:
+    from .test_runtime_subagents_durability import tree_models, tree_pai
+
+    events: list[str] = []
+    pai = tree_pai(events, specialists=1)
+    with threaded.start(lambda: create_agent_runtime(pai, model=tree_models())) as rt:
+        thread_id = rt.create_thread("s").get(timeout=T)
+        rt.send(thread_id, "go").get(timeout=T)
+        rt.wait_idle(thread_id, timeout=T).get(timeout=T)
+        [action] = rt.pending_actions(thread_id).get(timeout=T)
+        assert [link.agent_id for link in action.origin_chain] == ["payer"]
+        assert action.origin_chain[0].thread_id == thread_id
+        assert action.expires_at is None
+        assert action.submit({"approved": True}).get(timeout=T).status == "accepted"
+        rt.wait_idle(thread_id, timeout=T).get(timeout=T)
+        state = rt.get_state(thread_id).get(timeout=T)
+    assert state.runs[-1].status == "completed"
+    assert events == ["pay p0"]
