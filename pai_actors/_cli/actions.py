@@ -48,8 +48,12 @@ async def list_actions(
                         "ref": a.ref.to_wire(),
                         "resumeSchema": a.resume_schema,
                         "expiresAt": None if a.expires_at is None else iso(a.expires_at),
-                        "originChain": [link.to_wire() for link in a.origin_chain],
                     }
+                    | (
+                        {"originChain": [link.to_wire() for link in a.origin_chain]}
+                        if a.origin_chain
+                        else {}
+                    )
                     for a in actions
                 ],
                 indent=2,

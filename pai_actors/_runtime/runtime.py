@@ -867,7 +867,8 @@ class AgentRuntime:
         that just opened, once the deadlines that passed while none ran were resolved (what
         they resolve goes on, and is waited for).
         """
-        await self._deadlines.swept.wait()
+        if not self._deadlines.swept.is_set():  # (no extra checkpoint once it is)
+            await self._deadlines.swept.wait()
         await self._load(thread_id)
         while not await self._idle_tree(thread_id):
             pass

@@ -630,3 +630,38 @@ async def test_a_plain_def_tool_of_a_sub_run_runs_in_a_worker_thread_as_at_top_l
     _, ask = tool_parts(state)
     assert (ask.state, ask.output) == ("output-available", "Clear.")
     assert where == [(thread_id, False), (ask.sub_threads[0], False)]
+
+
+async def test_a_sub_agents_thread_is_watched_live_and_from_a_snapshot(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A client follows a sub-agent from a snapshot taken while it waits: applying the
+    updates to the snapshot gives its thread as it ends; the outer thread's watch sees the
+    calling part link it and end."""
+    from .test_runtime_watch_snapshot import Follower, drain
+
+    events: list[str] = []
+    with trio.fail_after(10):
+        async with create_test_runtime(approval_pai(events), model=approval_models(events)) as rt:
+            thread_id = await rt.create_thread("s")
+            async with rt.watch(thread_id) as outer:
+                await rt.send(thread_id, "Pay it.")
+                await rt.wait_idle(thread_id)
+                [action] = await rt.pending_actions(thread_id)
+                sub_thread_id = action.ref.thread_id
+                async with rt.watch(sub_thread_id, snapshot=True) as sub:
+                    follower = Follower.of(sub.snapshot, rt)
+                    await action.submit({"approved": True})
+                    await rt.wait_idle(thread_id)
+                    follower.take(drain(sub))
+                    sub_state = await rt.get_state(sub_thread_id)
+                outer_updates = drain(outer)
+    assert follower.replica.state_wire() == sub_state.to_wire()
+    assert sub_state.runs[-1].status == "completed"
+    linked = [
+        u.part.sub_threads
+        for u in outer_updates
+        if getattr(u, "part", None) is not None and u.part.sub_threads
+    ]
+    assert linked
+    assert linked[0] == (sub_thread_id,)
