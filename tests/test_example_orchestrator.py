@@ -15,10 +15,10 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 TREE = [
     "thread_1 [buyer] run_1_1 {buyer}",
     "  consult call_1 {consult}",
-    "    thread_1/call_1/pricing [pricing] run_1/call_1/pricing_1 completed",
-    "      quote call_1 output-available",
     "    thread_1/call_1/compliance [compliance] run_1/call_1/compliance_1 completed",
     "      screen call_1 output-available",
+    "    thread_1/call_1/pricing [pricing] run_1/call_1/pricing_1 completed",
+    "      quote call_1 output-available",
     "    thread_1/call_1/purchasing [purchasing] run_1/call_1/purchasing_1 {purchasing}",
     "      reserve call_1 {reserve}",
 ]

@@ -136,7 +136,7 @@ class CallRecord:
     ``observed`` records that the registration's ``on_output`` ran for the
     output (the runtime sets it; a call whose registration has no ``on_output`` keeps
     ``False``). ``sub_threads`` holds the thread ids of the sub-agent runs the call started
-    (``ctx.agents.run``), in the order it started them. ``version`` is the version of this
+    (``ctx.agents.run``), in the order of their ids. ``version`` is the version of this
     stored shape.
     """
 

@@ -240,11 +240,13 @@ def unstart_entry(record: CallRecord) -> CallRecord:
 
 def link_sub_thread(record: CallRecord, thread_id: str) -> CallRecord:
     """``execute`` started a sub-agent run on the thread ``thread_id`` (``ctx.agents.run``):
-    the call records it (once: a re-entry that meets the same run again changes nothing)."""
+    the call records it (once: a re-entry that meets the same run again changes nothing).
+    ``sub_threads`` is kept in the order of the thread ids, so that the same sub-runs give
+    the same record whatever order concurrent tasks of ``execute`` started them in."""
     _expect(record, "a sub-agent run", "executing")
     if thread_id in record.sub_threads:
         return record
-    return replace(record, sub_threads=(*record.sub_threads, thread_id))
+    return replace(record, sub_threads=tuple(sorted((*record.sub_threads, thread_id))))
 
 
 def await_agents(record: CallRecord) -> CallRecord:

@@ -205,7 +205,7 @@ class ToolPart(WireModel):
     ``expires_at`` is the deadline of the part's pending action (its pending suspension, its
     requested approval or its output action), on the wire as ``expiresAt`` only while one
     with a deadline is pending. ``sub_threads`` holds the ids of the threads of the sub-agent
-    runs the call started (``ctx.agents.run``), in the order it started them; on the wire as
+    runs the call started (``ctx.agents.run``), in the order of their ids; on the wire as
     ``subThreads`` only when there is one.
 
     ``approval``, as the AI SDK allows it: none while the input is streaming or available;

@@ -203,3 +203,78 @@ def test_a_model_mapping_naming_no_agent_is_refused() -> None:
             ),
             model={"x": ScriptedModel([])},
         )
+
+
+async def _fan_out_scenario() -> str:
+    """Four orchestrators at once, each fanning out in a nursery (no keys) to three
+    sub-agents that write data and files and ask for approval; all approved at once.
+    Returns every thread of the scope, sub-agents' included, as JSON."""
+
+    async def orchestrate(ctx: ToolContext) -> Any:
+        answers: list[str] = []
+
+        async def one(name: str) -> None:
+            answers.append((await ctx.agents.run("worker", f"do {name}")).text)
+
+        async with trio.open_nursery() as nursery:
+            for name in ("x", "y", "z"):
+                nursery.start_soon(one, name)
+        return sorted(answers)
+
+    def worker_step(request: ModelRequest) -> Any:
+        if isinstance(request.messages[-1], ModelToolMessage):
+            return text("done")
+        return [tool_call("work", {"name": request.messages[0].text})]
+
+    def front_step(request: ModelRequest) -> Any:
+        if isinstance(request.messages[-1], ModelToolMessage):
+            return text("all done")
+        return [tool_call("orchestrate", {"name": "go"})]
+
+    orchestrate_tool = define_tool(
+        id="test.orchestrate.v1", description="Fan out.", input_schema=Job, execute=orchestrate
+    )
+    pai = create_pai(
+        {
+            "front": define_agent(name="Front", tools={"orchestrate": orchestrate_tool}),
+            "worker": define_agent(name="Worker", tools={"work": WORK}),
+        }
+    )
+    models = {
+        "front": ScriptedModel([front_step], repeat_last=True),
+        "worker": ScriptedModel([worker_step], repeat_last=True),
+    }
+    async with create_test_runtime(pai, model=models) as rt:
+        tids = [await rt.create_thread("s") for _ in range(4)]
+        async with trio.open_nursery() as nursery:
+            for tid in tids:
+                nursery.start_soon(rt.send, tid, "go")
+        for tid in tids:
+            await rt.wait_idle(tid)
+        async with trio.open_nursery() as nursery:
+            for tid in tids:
+                for action in await rt.pending_actions(tid):
+                    nursery.start_soon(action.submit, {"approved": True})
+        for tid in tids:
+            await rt.wait_idle(tid)
+        threads = [t.thread_id for t in await rt.store.list_threads("s")]
+        states = [(await rt.get_state(tid)).to_wire() for tid in sorted(threads)]
+    return json.dumps(states, sort_keys=True)
+
+
+def test_sub_agents_fanned_out_at_once_replay_to_byte_identical_state() -> None:
+    replays = set()
+    for seed in range(6):
+        state = trio_scheduler_random.getstate()
+        trio_scheduler_random.seed(seed)
+        try:
+            replays.add(
+                trio.run(_fan_out_scenario, clock=trio.testing.MockClock(autojump_threshold=0))
+            )
+        finally:
+            trio_scheduler_random.setstate(state)
+    assert len(replays) == 1
+    [stored] = replays
+    threads = json.loads(stored)
+    assert len(threads) == 4 + 4 * 3
+    assert all(t["runs"][-1]["status"] == "completed" for t in threads)
