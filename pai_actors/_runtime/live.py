@@ -94,6 +94,9 @@ class LiveRun:
     step_message_id: str | None = None
     step_text: list[str] = field(default_factory=list)
     step_reasoning: list[str] = field(default_factory=list)
+    # What caused this activation, for its trace (a span context, or None): the calling
+    # call's entry, for a sub-run's first activation.
+    trace_link: Any = None
 
     @property
     def run_id(self) -> str:

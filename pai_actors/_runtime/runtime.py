@@ -109,6 +109,7 @@ from .admission import (
 )
 from .call import resumable
 from .deadlines import DeadlineTimer, fire_deadline
+from .tracing import current_span_context
 from .live import LiveRun
 from .loading import (
     INDEX_CAPACITY,
@@ -176,6 +177,7 @@ class _Start(NamedTuple):
     run: RunRecord
     client_tools: tuple[ClientTool, ...] = ()
     resume_message_id: str | None = None  # where an activated run goes on
+    trace_link: Any = None  # the span that caused it (a sub-run's calling call), or None
 
 
 class AgentRuntime:
@@ -363,6 +365,7 @@ class AgentRuntime:
         assert self._root is not None, "use the runtime inside `async with`"
         live = self._new_live(start.thread, start.run, start.client_tools)
         live.resume_message_id = start.resume_message_id
+        live.trace_link = start.trace_link
         self._live[live.run_id] = live
 
         async def run(mailbox: Any) -> None:
@@ -1144,7 +1147,8 @@ class AgentRuntime:
             self._thread_records[thread_id] = thread
             self._thread_agents[thread_id] = self.agent_id_of(thread)
             self._loaded[thread_id] = True
-            self._handle(RunCreated(thread_id, run.run_id), _Start(thread, run))
+            start = _Start(thread, run, trace_link=current_span_context())
+            self._handle(RunCreated(thread_id, run.run_id), start)
         finally:
             self._handle(SendEnded(thread_id))
         return stored

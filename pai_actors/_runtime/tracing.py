@@ -252,16 +252,29 @@ class RunTrace:
         self._current = _Current()
 
 
+def current_span_context() -> SpanContext | None:
+    """The span context current in this task (a call's entry, where ``ctx.agents.run``
+    starts a sub-run), or ``None`` when tracing is off or no span is current."""
+    if _tracer() is None:
+        return None
+    from opentelemetry.trace import get_current_span
+
+    context = get_current_span().get_span_context()
+    return context if context.is_valid else None
+
+
 def start_run(live: LiveRun, now: Clock) -> RunTrace | None:
     """Start the span of ``live``'s activation and make it current in this task; ``None``
-    when tracing is off (then every other function here records nothing)."""
+    when tracing is off (then every other function here records nothing). The activation
+    is a trace of its own, linked to the span that caused it when there is one
+    (``live.trace_link``: the calling call's entry, for a sub-run's first activation)."""
     tracer = _tracer()
     if tracer is None:
         return None
     from opentelemetry.context import Context
 
     ids = {THREAD_ID: live.thread_id, RUN_ID: live.run_id}
-    root = SpanParent(tracer, Context(), now, ids)  # an activation is a trace of its own
+    root = SpanParent(tracer, Context(), now, ids).linked(live.trace_link)
     span = root.start(
         "pai_actors.run",
         {

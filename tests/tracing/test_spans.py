@@ -595,3 +595,37 @@ def test_finish_reasons_are_the_genai_conventions(
     step = one(spans.get_finished_spans(), "chat")
     assert attrs(step)["gen_ai.response.finish_reasons"] == (expected,)
     assert "gen_ai.usage.input_tokens" not in attrs(step)  # the model reported no usage
+
+
+async def test_a_sub_runs_activation_is_linked_to_the_calling_calls_entry(
+    spans: InMemorySpanExporter, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A sub-run's activation is a trace of its own (as every activation is), linked to the
+    entry of the call that started it; its steps and calls are under it."""
+    from pai_actors import create_pai
+
+    async def delegate(ctx: ToolContext) -> Any:
+        return (await ctx.agents.run("helper", f"refund {ctx.input.cents}")).text
+
+    pai = create_pai(
+        {
+            "front": define_agent(name="front", tools={"delegate": tool(delegate)}),
+            "helper": define_agent(name="helper", tools={}),
+        }
+    )
+    models = {
+        "front": ScriptedModel([[tool_call("delegate", {"cents": 5})], text("done")]),
+        "helper": ScriptedModel([text("answer")]),
+    }
+    with trio.fail_after(10):
+        async with create_test_runtime(pai, model=models) as rt:
+            thread_id = await rt.create_thread("s")
+            await rt.send(thread_id, "go")
+            await rt.wait_idle(thread_id)
+    exported = spans.get_finished_spans()
+    runs = named(exported, "pai_actors.run")
+    [sub_run] = [s for s in runs if attrs(s)[tracing.THREAD_ID] != thread_id]
+    first_entry = min(named(exported, "execute_tool delegate"), key=lambda s: s.start_time or 0)
+    assert linked(sub_run) == [span_id(first_entry)]
+    assert trace_id(sub_run) != trace_id(first_entry)
+    assert attrs(under(exported, sub_run, "chat"))[tracing.THREAD_ID].startswith(thread_id)
