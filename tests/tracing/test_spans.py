@@ -526,6 +526,7 @@ def test_step_finished_records_the_steps_finish_reason_usage_and_response(
         agent_id="a",
         agent=SimpleNamespace(name="a"),
         run=SimpleNamespace(status="completed"),
+        trace_link=None,
         cancel_reason=None,
     )
     model = SimpleNamespace(model="gpt-4.1-mini", provider="openai")
@@ -586,6 +587,7 @@ def test_finish_reasons_are_the_genai_conventions(
         agent_id="a",
         agent=SimpleNamespace(name="a"),
         run=SimpleNamespace(status="completed"),
+        trace_link=None,
         cancel_reason=None,
     )
     run = tracing.start_run(live, lambda: EPOCH)
