@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from pydantic import BaseModel
 
 from pai_actors import (
     AgentRunError,
@@ -30,24 +29,13 @@ from pai_actors import (
 )
 from pai_actors.testing import ScriptedModel, create_test_runtime, text, tool_call
 
+from .test_runtime_agents_run import City, Question, last_result, tool_parts
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class Question(BaseModel):
-    question: str
-
-
-class City(BaseModel):
-    city: str
-
-
-def tool_parts(state: Any) -> list[Any]:
-    return [p for m in state.messages for p in m.parts if p.type != "text"]
-
-
 def last_output(request: Any) -> str:
-    [*_, result] = [p for m in request.messages if isinstance(m, ModelToolMessage) for p in m.parts]
-    return str(result.output["value"])
+    return str(last_result(request)["value"])
 
 
 def answered(request: Any) -> bool:
