@@ -109,7 +109,6 @@ from .admission import (
 )
 from .call import resumable
 from .deadlines import DeadlineTimer, fire_deadline
-from .tracing import current_span_context
 from .live import LiveRun
 from .loading import (
     INDEX_CAPACITY,
@@ -126,6 +125,7 @@ from .run import CLEANUP_SECONDS, record_cancelled, run_actor
 from .run_io import RUNTIME_CLOSING, stage_call
 from .services import MapError, Services
 from .subagents import CALLER_ENDED
+from .tracing import current_span_context
 from .watch import (
     DEFAULT_WATCH_CAPACITY,
     PublishingTransaction,
