@@ -238,6 +238,7 @@ class _CallDriver:
         self.span = CallSpan()  # records nothing until the entry's span starts
         self.fault: Exception | None = None
         self._lock: trio.Lock | None = None
+        self.sub_runs: SubRuns | None = None  # this entry's, once execute is called
 
     @property
     def lock(self) -> trio.Lock:
@@ -316,8 +317,9 @@ class _CallDriver:
         if record.phase == "awaiting_agents":
             await self._settle_if_ended()
             return
-        if record.sub_threads:  # it ended: a sub-run it did not wait for is cancelled
-            services.cancel_sub_threads_soon(record.sub_threads, CALLER_ENDED)
+        unfinished = None if self.sub_runs is None else self.sub_runs.unfinished
+        if unfinished:  # it ended: a sub-run it did not wait for is cancelled
+            services.cancel_sub_threads_soon(tuple(sorted(unfinished)), CALLER_ENDED)
         self.call = await observe_output(services, self.live, self.call)
 
     async def _settle_if_ended(self) -> None:
@@ -388,6 +390,7 @@ class _CallDriver:
         assert registration is not None
         assert registration.tool.execute is not None
         context = await tool_context(services, self.live, registration)
+        self.sub_runs = SubRuns(services, self.live, self)
         ctx = call_context(
             services,
             self.live,
@@ -397,7 +400,7 @@ class _CallDriver:
             input=tool_input,
             context=context,
             data=ToolDataWriter(self._write_data, self._list_data),
-            agents=AgentRunner(services.agents, thread, SubRuns(services, self.live, self)),
+            agents=AgentRunner(services.agents, thread, self.sub_runs),
             entry=entry,
             suspend_history=[episode_view(e).to_wire() for e in self.record.episodes],
         )

@@ -30,7 +30,7 @@ stopped process left between two of these commits (see ``AgentRuntime._load``).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import trio
@@ -67,11 +67,16 @@ def sub_thread_id(thread_id: str, tool_call_id: str, key: str) -> str:
 
 @dataclass(eq=False)
 class SubRuns:
-    """The :class:`~pai_actors._tools.agent_runner.SubRunStarter` of one call's entry."""
+    """The :class:`~pai_actors._tools.agent_runner.SubRunStarter` of one call's entry.
+
+    ``unfinished`` holds the sub-runs this entry started or found still running: only those
+    can outlive the call when it ends now (every sub-run of an earlier entry had ended
+    before this one began)."""
 
     services: Services
     live: LiveRun
     holder: CallHolder
+    unfinished: set[str] = field(default_factory=set)
 
     async def begin(self, agent_id: str, key: str, prompt: str, max_steps: int) -> str:
         async with self.holder.lock:  # (concurrent starts each link the latest revision)
@@ -124,6 +129,7 @@ class SubRuns:
         )
         call = self.holder.call  # (the latest: a data write may have come meanwhile)
         linked = call.model_copy(update={"record": link_sub_thread(call.record, thread_id)})
+        self.unfinished.add(thread_id)  # (before: a failed commit may have committed)
         self.holder.call = await services.begin_sub_run(thread, message, run, linked)
         return thread_id
 
@@ -147,7 +153,9 @@ class SubRuns:
         runs = await store.list_runs(thread_id)
         run = runs[0] if runs else None  # the sub-run (later runs answer its triggers)
         if run is None or run.active:
+            self.unfinished.add(thread_id)
             raise SubRunWaiting([thread_id])
+        self.unfinished.discard(thread_id)
         if run.status == "failed":
             raise AgentRunError(
                 f"the sub-agent run of {agent_id!r} (thread {thread_id!r}) failed: {run.error}",

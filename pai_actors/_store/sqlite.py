@@ -402,10 +402,16 @@ class SqliteStore:
         return [] if thread is None else list(thread.runs.values())
 
     async def get_active_run(self, thread_id: str) -> RunRecord | None:
-        thread = await self._thread(thread_id)
-        if thread is None:
-            return None
-        return next((run for run in thread.runs.values() if run.active), None)
+        db = await self._mirrored()
+        thread = self._mirror.thread(thread_id)
+        if thread is not None:
+            return next((run for run in thread.runs.values() if run.active), None)
+        # Not mirrored: one indexed read, not the whole thread (a tree of sub-agent runs
+        # asks this of threads it does not otherwise read).
+        rows = db.execute(
+            "SELECT json FROM runs WHERE thread_id = ? AND active = 1", (thread_id,)
+        ).fetchall()
+        return _load(RunRecord, rows[0][0]) if rows else None
 
     async def get_call(self, thread_id: str, tool_call_id: str) -> StoredCall | None:
         thread = await self._thread(thread_id)

@@ -26,6 +26,8 @@ runtime); the lists a read returns are new.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from collections.abc import Iterable, Sequence
 
 from .._core.parts import Message, ToolPart
@@ -95,7 +97,9 @@ class Mirror:
         self._running: dict[str, str] = {}
         # the ids of the threads without a running run, least recently used first (a dict
         # keeps insertion order): at most ``limit``, the oldest evicted first
-        self._idle: dict[str, None] = {}
+        # least recently used first (an OrderedDict: taking the oldest is O(1); a dict's
+        # first key is found past the slots its deleted keys left, which grew costly)
+        self._idle: OrderedDict[str, None] = OrderedDict()
 
     def clear(self) -> None:
         """Forget every thread (another connection changed the file)."""
@@ -109,8 +113,7 @@ class Mirror:
         found = self.threads.get(thread_id)
         idle = self._idle
         if found is not None and thread_id in idle:
-            del idle[thread_id]
-            idle[thread_id] = None  # the most recently used now
+            idle.move_to_end(thread_id)  # the most recently used now
         return found
 
     def run(self, run_id: str) -> RunRecord | None:
@@ -186,10 +189,9 @@ class Mirror:
 
     def _set_idle(self, thread_id: str) -> None:
         idle = self._idle
-        idle.pop(thread_id, None)
         idle[thread_id] = None
+        idle.move_to_end(thread_id)
         if len(idle) > self.limit:  # the least recently used idle thread goes
-            oldest = next(iter(idle))
-            del idle[oldest]
+            oldest, _ = idle.popitem(last=False)
             for run_id in self.threads.pop(oldest).runs:
                 del self._run_threads[run_id]
