@@ -66,6 +66,12 @@ used. The figures:
 - ``stream_first_token_latency``: seconds from the adapter yielding a step's first token to
   a watcher receiving it, median over conversations. Target: <= 1 ms. See
   :mod:`benchmarks._streaming`.
+- ``subagents_conversations`` (orchestrator conversations per second, each fanning out to
+  10 sub-agents with one approval each, vs as many top-level W1 conversations as sub-agents;
+  informational), ``subagents_round_trip`` (time per sub-agent round trip vs per top-level
+  W1 round trip, target <= 1.5) and ``subagents_memory`` (resident bytes per suspended
+  sub-agent vs per suspended top-level call, target: at most 2x). See
+  :mod:`benchmarks._subagents`.
 
 Each figure is a function that takes its sizes, so a test can run it tiny. Timing lives
 here, never in a test. This package's ``__init__`` imports the figures lazily, so that a side
@@ -110,6 +116,9 @@ if TYPE_CHECKING:
     from ._spawn_exit import spawn_exit_unscoped as spawn_exit_unscoped
     from ._streaming import stream_cpu_per_token as stream_cpu_per_token
     from ._streaming import stream_first_token_latency as stream_first_token_latency
+    from ._subagents import subagents_conversations as subagents_conversations
+    from ._subagents import subagents_memory as subagents_memory
+    from ._subagents import subagents_round_trip as subagents_round_trip
     from ._teardown import tree_size as tree_size
     from ._teardown import tree_teardown as tree_teardown
     from ._threaded import threaded as threaded
@@ -151,6 +160,9 @@ _LAZY = {
     "spawn_exit_unscoped": ("_spawn_exit", "spawn_exit_unscoped"),
     "stream_cpu_per_token": ("_streaming", "stream_cpu_per_token"),
     "stream_first_token_latency": ("_streaming", "stream_first_token_latency"),
+    "subagents_conversations": ("_subagents", "subagents_conversations"),
+    "subagents_memory": ("_subagents", "subagents_memory"),
+    "subagents_round_trip": ("_subagents", "subagents_round_trip"),
     "tree_size": ("_teardown", "tree_size"),
     "tree_teardown": ("_teardown", "tree_teardown"),
     "threaded": ("_threaded", "threaded"),
@@ -178,6 +190,9 @@ __all__ = [
     "spawn_exit_unscoped",
     "stream_cpu_per_token",
     "stream_first_token_latency",
+    "subagents_conversations",
+    "subagents_memory",
+    "subagents_round_trip",
     "threaded",
     "tool_calls",
     "tool_calls_vs_pykka",

@@ -28,6 +28,7 @@ def _figures(quick: bool) -> dict[str, Figure]:
     from ._protocol_load import load, load_memory
     from ._spawn_exit import spawn_exit, spawn_exit_unscoped
     from ._streaming import stream_cpu_per_token, stream_first_token_latency
+    from ._subagents import subagents_conversations, subagents_memory, subagents_round_trip
     from ._teardown import tree_teardown
     from ._threaded import threaded
     from ._tool_calls import tool_calls, tool_calls_vs_pykka
@@ -98,6 +99,12 @@ def _figures(quick: bool) -> dict[str, Figure]:
             # vs the openai SDK alone reading the same stream.
             "stream_cpu_per_token": lambda: stream_cpu_per_token(2_000, repeats=5),
             "stream_first_token_latency": lambda: stream_first_token_latency(50, repeats=3),
+            # Sub-agents (issue 18): 1,000 orchestrators x 10 sub-agents, each with one
+            # approval, vs as many top-level W1 conversations; one measurement (cached)
+            # gives both time figures, one the memory figure.
+            "subagents_conversations": lambda: subagents_conversations(1_000, 10, repeats=3),
+            "subagents_round_trip": lambda: subagents_round_trip(1_000, 10, repeats=3),
+            "subagents_memory": lambda: subagents_memory(1_000, 10, repeats=3),
         }
     w1, w2, mem = 20, 100, 500
     return {
@@ -142,6 +149,9 @@ def _figures(quick: bool) -> dict[str, Figure]:
         ),
         "stream_cpu_per_token": lambda: stream_cpu_per_token(200, repeats=1),
         "stream_first_token_latency": lambda: stream_first_token_latency(5, repeats=1),
+        "subagents_conversations": lambda: subagents_conversations(10, 10, repeats=1),
+        "subagents_round_trip": lambda: subagents_round_trip(10, 10, repeats=1),
+        "subagents_memory": lambda: subagents_memory(10, 10, repeats=1),
     }
 
 
@@ -155,7 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=(
             "Benchmark supervisors against bare trio (and pykka), durable approvals "
             "against LangGraph and pydantic-ai, the protocol server against a bare "
-            "trio-websocket echo, and token streaming against the openai SDK alone; one "
+            "trio-websocket echo, token streaming against the openai SDK alone, and "
+            "sub-agents against top-level conversations; one "
             "JSON line each. Each side of each repetition runs in a "
             "fresh process; figures are medians of interleaved repetitions."
         ),

@@ -23,6 +23,7 @@ from benchmarks import (
     _durable,
     _harness,
     _spawn_exit,
+    _subagents,
     ask_round_trip,
     cancel_run,
     cpu_per_conversation,
@@ -37,6 +38,9 @@ from benchmarks import (
     spawn_exit_unscoped,
     stream_cpu_per_token,
     stream_first_token_latency,
+    subagents_conversations,
+    subagents_memory,
+    subagents_round_trip,
     threaded,
     tool_calls,
     tool_calls_vs_pykka,
@@ -89,14 +93,19 @@ FIELDS: dict[str, type | tuple[type, ...]] = {
 def in_process() -> Iterator[None]:
     """Sides run in this process (the caches of shared measurements emptied around each
     test, so that no test sees another's numbers)."""
-    _durable._w2.cache_clear()
-    _durable._memory.cache_clear()
-    _spawn_exit._measure.cache_clear()
+    caches = (
+        _durable._w2,
+        _durable._memory,
+        _spawn_exit._measure,
+        _subagents._time,
+        _subagents._memory,
+    )
+    for cache in caches:
+        cache.cache_clear()
     with _harness.sides_in_process():
         yield
-    _durable._w2.cache_clear()
-    _durable._memory.cache_clear()
-    _spawn_exit._measure.cache_clear()
+    for cache in caches:
+        cache.cache_clear()
 
 
 def check_record_json(line: str) -> dict[str, object]:
@@ -329,6 +338,36 @@ def test_stream_first_token_latency_record_shape() -> None:
     assert data["baseline_value"] is None
     assert type(data["met"]) is bool
     assert record.value > 0
+
+
+def test_subagent_figures_record_shape() -> None:
+    """One measurement gives both time figures (orchestrators and as many top-level W1
+    conversations as sub-agents), one the memory figure (and its baseline)."""
+    conversations = subagents_conversations(2, 3, repeats=2)
+    round_trip = subagents_round_trip(2, 3, repeats=2)
+    memory = subagents_memory(2, 3, repeats=1)
+    expected = [
+        (conversations, "subagents_conversations", "throughput", 2, 6, False),
+        (round_trip, "subagents_round_trip", "time", 6, 6, True),
+        (memory, "subagents_memory", "cost", 6, 6, True),
+    ]
+    for record, figure, ratio_of, n, baseline_n, has_target in expected:
+        data = check_record_json(record.to_json())
+        assert (data["figure"], data["ratio_of"], data["n"], data["baseline_n"]) == (
+            figure,
+            ratio_of,
+            n,
+            baseline_n,
+        )
+        assert data["ratio"] is not None
+        assert (data["target"] is not None) is has_target
+    assert conversations.repeats == round_trip.repeats == 2
+    # The same two measurements, per conversation and per round trip.
+    assert conversations.samples == pytest.approx(
+        [2 / (ms * 6 / 1000) for ms in round_trip.samples]
+    )
+    assert "bookkeeping" in memory.method
+    assert memory.target == ">= 0.5"
 
 
 def test_durable_write_limit(tmp_path: Path) -> None:
@@ -593,6 +632,9 @@ def test_cli_prints_one_line_per_figure(
         ),
         "stream_cpu_per_token": lambda: stream_cpu_per_token(2, repeats=1),
         "stream_first_token_latency": lambda: stream_first_token_latency(1, tokens=2, repeats=1),
+        "subagents_conversations": lambda: subagents_conversations(1, 2, repeats=1),
+        "subagents_round_trip": lambda: subagents_round_trip(1, 2, repeats=1),
+        "subagents_memory": lambda: subagents_memory(1, 2, repeats=1),
     }
     assert list(tiny) == list(FULL) == list(QUICK)
     for name, figure in tiny.items():
