@@ -900,8 +900,7 @@ class AgentRuntime:
             running = False
             for sub_thread_id in record.sub_threads:
                 if await self._store.get_active_run(sub_thread_id) is not None:
-                    running = True
-                    await self._load(sub_thread_id)  # (recovered, if a process stopped)
+                    running = True  # (the caller's load recovered it, if it needed that)
                     quiet = await self._idle_tree(sub_thread_id) and quiet
             if not running:  # all ended: it goes on (settled here, or by their ends)
                 await settle_caller(self._services, thread_id, record.tool_call_id)
@@ -1209,7 +1208,7 @@ class AgentRuntime:
             self._sub_runs = True
             if record.phase != "done":
                 for thread_id in record.sub_threads:
-                    if await self._store.get_active_run(thread_id) is not None:
+                    if await self._needs_recovery(thread_id):
                         await self._load(thread_id)
                 if record.phase == "awaiting_agents":
                     await settle_caller(self._services, call.thread_id, record.tool_call_id)
@@ -1219,6 +1218,17 @@ class AgentRuntime:
             for thread_id in record.sub_threads:
                 if await self._store.get_active_run(thread_id) is not None:
                     self._cancel_sub_threads_soon((thread_id,), reason)
+
+    async def _needs_recovery(self, thread_id: str) -> bool:
+        """Whether a sub-run's thread may hold what a stopped process left to recover: its
+        active run is ``running`` with no actor here. (A ``waiting`` one waits on actions
+        only: an accepted submission records its run ``running`` in the same commit.)"""
+        active = await self._store.get_active_run(thread_id)
+        return (
+            active is not None
+            and active.status == "running"
+            and self._admission.live_run_of(thread_id) is None
+        )
 
     async def _origin_chain(self, thread: ThreadRecord) -> tuple[SubAgentOrigin, ...]:
         """The tool calls that started the sub-agent thread ``thread`` and the ones above
@@ -1251,7 +1261,12 @@ class AgentRuntime:
         followed where its call is by the pending actions of the sub-agent runs the call
         started (and theirs), with their ``origin_chain`` (:class:`MigrationRequired`: see
         :meth:`send`)."""
-        thread = await self._load(thread_id)
+        return await self._pending_actions(await self._load(thread_id))
+
+    async def _pending_actions(self, thread: ThreadRecord) -> list[PendingActionView]:
+        """:meth:`pending_actions` of a loaded thread (its sub-runs' threads are loaded with
+        it: read, not loaded again)."""
+        thread_id = thread.thread_id
         actions = await self._store.list_pending_actions(thread_id)
         views = await self._own_views(thread, actions)
         if not self._sub_runs:
@@ -1266,9 +1281,8 @@ class AgentRuntime:
         placed = [(position.get(v.ref.tool_call_id, (-1, -1)), n, [v]) for n, v in enumerate(views)]
         for n, caller in enumerate(callers, start=len(views)):
             below: list[PendingActionView] = []
-            for sub_thread_id in caller.record.sub_threads:
-                if await self._store.get_thread(sub_thread_id) is not None:
-                    below.extend(await self.pending_actions(sub_thread_id))
+            for sub_thread_id in caller.record.sub_threads:  # (linked as they were made)
+                below.extend(await self._pending_actions(await self._thread(sub_thread_id)))
             placed.append((position.get(caller.record.tool_call_id, (-1, -1)), n, below))
         placed.sort(key=lambda entry: (entry[0], entry[1]))
         return [view for _, _, group in placed for view in group]
