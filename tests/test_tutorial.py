@@ -30,6 +30,7 @@ import pytest
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "tutorial.md"
 TIMEOUT = 60  # seconds for any one wait: a process starting, a line appearing, an exit
 PAGE_PORT = "8765"
+HTTP_PAGE_PORT = "8766"  # the page's HTTP endpoint (the WebSocket port + 1)
 
 SERVE = "pai-actors serve deployer:factory --db deploy.db"
 ASK_WEB = 'python ask.py "deploy web 2.1"'
@@ -218,14 +219,25 @@ def test_the_tutorial_runs_as_the_page_shows(
     def by_port(lines: list[str], port: str) -> list[str]:
         return [line.replace(f":{PAGE_PORT}/", f":{port}/") for line in lines]
 
-    # 3. serve it (on a free port)
-    [serving] = _shown(page, SERVE)[0]
-    first = start([*_argv(SERVE), "--port", "0"], env)
+    def http_lines(server: _Process, shown: str, inbox_shown: str) -> None:
+        """The second and third lines: the HTTP endpoint and the inbox, on a free port
+        (``--http-port 0``)."""
+        line = server.expect(lambda line: line.startswith("the AI SDK"))[-1]
+        found = re.search(r":(\d+)/api/chat$", line)
+        assert found, line
+        assert line == shown.replace(f":{HTTP_PAGE_PORT}/", f":{found.group(1)}/")
+        inbox = server.expect(lambda line: line.startswith("the inbox"))[-1]
+        assert inbox == inbox_shown.replace(f":{HTTP_PAGE_PORT}/", f":{found.group(1)}/")
+
+    # 3. serve it (on free ports)
+    [serving, endpoint, inbox] = _shown(page, SERVE)[0]
+    first = start([*_argv(SERVE), "--port", "0", "--http-port", "0"], env)
     [line] = first.expect(lambda line: line.startswith("serving "))
     found = re.search(r" on (ws://127\.0\.0\.1:(\d+)/) ", line)
     assert found, line
     url, port = found.groups()
     assert line == by_port([serving], port)[0]
+    http_lines(first, endpoint, inbox)
     env["PAI_URL"] = url  # for ask.py and the actions commands: the page's port is the default
 
     # 4. a message, and a pending approval
@@ -236,10 +248,11 @@ def test_the_tutorial_runs_as_the_page_shows(
 
     # 5. stop the server, and start it again on the same file and port
     [stop] = _shown(page, None, first_line="^C")
-    assert first.interrupt()[1:] == stop[1:]  # "^C" is the terminal's echo
-    second = start([*_argv(SERVE), "--port", port], env)
+    assert first.interrupt()[3:] == stop[1:]  # "^C" is the terminal's echo
+    second = start([*_argv(SERVE), "--port", port, "--http-port", "0"], env)
     [line] = second.expect(lambda line: line.startswith("serving "))
     assert line == by_port([serving], port)[0]
+    http_lines(second, endpoint, inbox)
     ask.expect(lambda line: line == "reconnected")
     printed = ask.expect(lambda line: line.startswith("waiting for approval:"))
     assert printed == ask_web[1]
@@ -271,4 +284,4 @@ def test_the_tutorial_runs_as_the_page_shows(
     # the second server ran the approved call, and not the denied one
     [deploying] = _shown(page, None, first_line="deploying web 2.1")
     printed = second.interrupt()
-    assert printed[1:] == deploying + stop[1:], printed
+    assert printed[3:] == deploying + stop[1:], printed

@@ -63,6 +63,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("factory", metavar="module:factory")
     serve.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free)")
+    serve.add_argument(
+        "--http-port",
+        type=int,
+        default=None,
+        help="port of the HTTP endpoint for the AI SDK's useChat (the UI message stream "
+        "protocol; default: --port + 1, any free one with --port 0; 0: any free)",
+    )
+    serve.add_argument(
+        "--no-http", action="store_true", help="serve the WebSocket protocol only, no HTTP"
+    )
     serve.add_argument("--db", default="pai-actors.db", help="SQLite file (default pai-actors.db)")
     serve.add_argument(
         "--durability",
@@ -194,6 +204,11 @@ def _serve(args: argparse.Namespace) -> int:
 
     if not 0 <= args.port <= 65535:
         return _fail(f"--port {args.port} is not a port; use 0..65535")
+    http_port = args.http_port
+    if http_port is None:
+        http_port = args.port + 1 if 0 < args.port < 65535 else 0
+    if not 0 <= http_port <= 65535:
+        return _fail(f"--http-port {http_port} is not a port; use 0..65535")
     try:
         try:
             trio.run(
@@ -201,6 +216,7 @@ def _serve(args: argparse.Namespace) -> int:
                     args.factory,
                     host=args.host,
                     port=args.port,
+                    http_port=None if args.no_http else http_port,
                     db=args.db,
                     durability=args.durability,
                     say=print,

@@ -1,21 +1,27 @@
 """``pai-actors serve module:factory``: host an application's runtime over the protocol.
 
-The store is a :class:`~pai_actors.SqliteStore` on ``--db`` (created if missing). The
-command prints the URL it serves, then runs until SIGINT (Ctrl-C) or SIGTERM, and shuts
-down gracefully: connections are closed (1001), running calls are cancelled and recorded,
-and suspended calls stay in the database for the next ``serve``.
+The store is a :class:`~pai_actors.SqliteStore` on ``--db`` (created if missing). Beside
+the WebSocket protocol, the AI SDK's UI message stream protocol is served over HTTP
+(``pai_actors._http``; ``--http-port``, ``--no-http``). The command prints the URLs it
+serves, then runs until SIGINT (Ctrl-C) or SIGTERM, and shuts down gracefully: connections
+are closed (1001), open HTTP streams end (a client resumes them), running calls are
+cancelled and recorded, and suspended calls stay in the database for the next ``serve``.
 """
 
 from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 import trio
 
+from .._http.server import HttpServer, open_http_server
+from .._inbox import inbox_app
+from .._runtime.runtime import AgentRuntime
 from .._server.application import build_application, load_factory
-from .._server.server import open_server
+from .._server.server import Authenticate, open_server
 from .._store.sqlite import SqliteStore
 
 
@@ -24,11 +30,13 @@ async def serve(
     *,
     host: str,
     port: int,
+    http_port: int | None = None,
     db: str,
     durability: str,
     say: Callable[[str], None],
 ) -> None:
-    """Load ``spec``, open its runtime on ``db`` and serve it until a signal arrives."""
+    """Load ``spec``, open its runtime on ``db`` and serve it until a signal arrives (over
+    HTTP too on ``http_port``, unless it is ``None``)."""
     factory = load_factory(spec)
     with SqliteStore(db, durability=durability) as store:  # type: ignore[arg-type]  # checked there
         app = await build_application(factory, store, spec)
@@ -36,10 +44,28 @@ async def serve(
             async with (
                 app.runtime as rt,
                 open_server(rt, authenticate=app.authenticate, host=host, port=port) as server,
+                _maybe_http(rt, app.authenticate, host, http_port) as http,
             ):
                 say(f"serving {spec} on {server.url} (database {db}); Ctrl-C stops")
+                if http is not None:
+                    say(f"the AI SDK's useChat endpoint: {http.url}/api/chat")
+                    say(f"the inbox of pending actions: {http.url}/inbox/")
                 sys.stdout.flush()
                 async for signum in signals:
                     say(f"{signal.Signals(signum).name}: shutting down")
                     break
     say("stopped; suspended calls stay in the database")
+
+
+@asynccontextmanager
+async def _maybe_http(
+    rt: AgentRuntime, authenticate: Authenticate, host: str, port: int | None
+) -> AsyncIterator[HttpServer | None]:
+    if port is None:
+        yield None
+        return
+    inbox = inbox_app(rt, authenticate)  # the browser inbox of pending actions, at /inbox/
+    async with open_http_server(
+        rt, authenticate, host=host, port=port, mounts={"/inbox": inbox}
+    ) as http:
+        yield http

@@ -27,7 +27,6 @@ runtime); the lists a read returns are new.
 from __future__ import annotations
 
 from collections import OrderedDict
-
 from collections.abc import Iterable, Sequence
 
 from .._core.parts import Message, ToolPart
