@@ -10,7 +10,8 @@ The endpoints (``docs/reference/ui-message-stream.md``), under ``/api/chat``:
   responses, client tools' outputs, and the ``paiActions`` of the body), which are submitted
   before the stream continues that message. The answer is the turn's UI message stream.
 - ``GET /api/chat/{id}/stream``: the stream of the run in progress, replayed from the turn's
-  first part (the SDK's ``resume``); ``204`` when no run is going.
+  first part (the SDK's ``resume``); ``204`` when no run is going (also for a chat that
+  does not exist yet, or is another scope's).
 - ``GET /api/chat/{id}/messages``: the thread as UI messages, and its pending actions.
 - ``POST /api/chat/{id}/actions/{actionId}``: answer a pending action (``{"resume": ...}``,
   ``{"cancel": reason}`` or ``{"fail": error}``).
@@ -139,6 +140,11 @@ class _Endpoints:
     async def stream(self, request: Request) -> Response:
         identity = await self._identify(request)
         chat_id = request.path_params["chat_id"]
+        if await self._rt.thread_scope(chat_id) != identity.scope_key:
+            # Nothing to resume: a stock useChat with ``resume: true`` asks this of a new
+            # chat when its page opens (a 404 would be an error it stops on). A chat of
+            # another scope answers the same: it does not exist for this identity.
+            return Response(status_code=204)
         await self._owned(identity, chat_id)
         subscriber, frames = await self._hub.subscribe(chat_id, None, deltas=True)
         turn = TurnFeed(frames[0])
