@@ -95,7 +95,7 @@ def served(built: Path) -> Iterator[Served]:
     def run() -> None:
         try:
             trio.run(main)
-        except BaseException as exc:  # noqa: BLE001 (reported to the test)
+        except BaseException as exc:
             started.put(exc)
 
     thread = threading.Thread(target=run, name="react-chat-server", daemon=True)
