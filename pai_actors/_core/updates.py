@@ -93,7 +93,10 @@ class MessageDelta(WireModel):
     """A fragment of the assistant message a model step is writing, as the model streams
     it: live only, never stored, never in a snapshot.
 
-    ``part`` says which: ``"text"`` (the message's text) or ``"reasoning"`` (its reasoning).
+    ``part`` says which: ``"text"`` (the message's text), ``"reasoning"`` (its reasoning),
+    or ``"tool-input"``: the raw JSON text of the input of the tool call ``tool_call_id`` as
+    the model writes it (its part is stored meanwhile in ``input-streaming``, its input parsed
+    so far).
     The fragments of a step, in order, are the text (and the reasoning) of message
     ``message_id``, which is stored once, complete, when the step ends (a
     ``message-appended`` or ``message-replaced`` update; a step that streams a tool call's
@@ -106,11 +109,12 @@ class MessageDelta(WireModel):
     thread_id: str
     run_id: str
     message_id: str
-    part: Literal["text", "reasoning"]
+    part: Literal["text", "reasoning", "tool-input"]
     delta: str
+    tool_call_id: str | None = None
 
     def to_wire(self) -> dict[str, JsonValue]:
-        return {
+        wire: dict[str, JsonValue] = {
             "type": self.type,
             "threadId": self.thread_id,
             "runId": self.run_id,
@@ -118,6 +122,9 @@ class MessageDelta(WireModel):
             "part": self.part,
             "delta": self.delta,
         }
+        if self.tool_call_id is not None:
+            wire["toolCallId"] = self.tool_call_id
+        return wire
 
 
 class _Channel(Protocol[T_contra]):
@@ -169,11 +176,12 @@ class DeltaHold(Generic[T]):
     def _hold(self, delta: MessageDelta) -> None:
         held = self.held
         last = held[-1] if held else None
-        if last is not None and (last.message_id, last.part, last.run_id) == (
-            delta.message_id,
-            delta.part,
-            delta.run_id,
-        ):
+        if last is not None and (
+            last.message_id,
+            last.part,
+            last.run_id,
+            last.tool_call_id,
+        ) == (delta.message_id, delta.part, delta.run_id, delta.tool_call_id):
             held[-1] = last.model_copy(update={"delta": last.delta + delta.delta})
         else:
             held.append(delta)

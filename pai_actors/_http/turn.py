@@ -17,7 +17,7 @@ from typing import Any
 
 from .._core.json import JsonValue
 from .._protocol.replica import ThreadReplica
-from .ui_stream import Chunk, Key, TurnWriter, transient_chunk, turn_parts
+from .ui_stream import Chunk, Key, TurnWriter, tool_input_key, transient_chunk, turn_parts
 
 _OVER = ("completed", "failed", "cancelled")
 
@@ -126,7 +126,10 @@ class TurnFeed:
         if kind == "delta":
             update = frame["update"]
             fragments = self.streaming.setdefault(update["messageId"], {})
-            fragments[update["part"]] = fragments.get(update["part"], "") + update["delta"]
+            part = update["part"]
+            if part == "tool-input":  # a call's raw input text, by call
+                part = tool_input_key(update["toolCallId"])
+            fragments[part] = fragments.get(part, "") + update["delta"]
             return self.chunks()
         if kind != "update":
             return []

@@ -149,12 +149,18 @@ def turn_parts(
             elif kind == "file":
                 out.append((("file", str(n), part["url"]), dict(part)))
             elif "toolCallId" in part:
-                out.extend(_tool_parts(part, pending.get(part["toolCallId"])))
+                typed = (fragments or {}).get(tool_input_key(part["toolCallId"]))
+                out.extend(_tool_parts(part, pending.get(part["toolCallId"]), typed))
     return out
 
 
+def tool_input_key(tool_call_id: str) -> str:
+    """Where a turn keeps the raw input text a call's model step streamed (live only)."""
+    return f"tool-input:{tool_call_id}"
+
+
 def _tool_parts(
-    part: Mapping[str, Any], action: Mapping[str, Any] | None
+    part: Mapping[str, Any], action: Mapping[str, Any] | None, typed: str | None = None
 ) -> Iterator[tuple[Key, dict[str, JsonValue]]]:
     call_id = part["toolCallId"]
     native = {
@@ -163,6 +169,8 @@ def _tool_parts(
         if k in ("type", "toolName", "toolCallId", "state", "input", "rawInput", "output")
         or k in ("errorText", "approval")
     }
+    if typed and part["state"] == "input-streaming":  # the raw input text streamed so far
+        native["inputText"] = typed
     yield ("tool", call_id), native
     for channel, items in (part.get("data") or {}).items():
         for item in items:
@@ -349,10 +357,31 @@ class TurnWriter:
         self._shown[key] = {**part, "text": text, "state": "done" if done else "streaming"}
         return chunks
 
+    def _input_text(
+        self, key: Key, part: dict[str, Any], before: dict[str, Any] | None
+    ) -> list[Chunk]:
+        """A streaming call's input: the raw text the model wrote since the client got the
+        last of it, as a ``tool-input-delta`` (none when no text streamed live: a stream
+        rebuilt from stored state sends the input whole, with ``tool-input-available``)."""
+        said = "" if before is None else str(before.get("inputText") or "")
+        typed = str(part.get("inputText") or "")
+        self._shown[key] = {**part, "inputText": typed if typed.startswith(said) else said}
+        if len(typed) <= len(said) or not typed.startswith(said):
+            return []
+        return [
+            {
+                "type": "tool-input-delta",
+                "toolCallId": part["toolCallId"],
+                "inputTextDelta": typed[len(said) :],
+            }
+        ]
+
     def _tool(self, key: Key, part: dict[str, Any], before: dict[str, Any] | None) -> list[Chunk]:
         state = part["state"]
         target = _STAGES[state]
         shown = -1 if before is None else _STAGES.get(before.get("state", ""), -1)
+        if target == shown == 0 and before is not None:  # its input streams on
+            return self._input_text(key, part, before)
         if target <= shown:  # the client is there (it answered), or ahead: nothing to send
             return []
         call_id = part["toolCallId"]
@@ -364,6 +393,7 @@ class TurnWriter:
         chunks: list[Chunk] = []
         if shown < 0 and target == 0:
             chunks.append({"type": "tool-input-start", **head})
+            return [*chunks, *self._input_text(key, part, None)]
         if shown < 1 <= target:
             if state == "output-error" and "input" not in part:  # the model's input was invalid
                 chunks.append(

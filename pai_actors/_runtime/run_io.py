@@ -202,6 +202,17 @@ async def read_step(
                     streamed[event.tool_call_id] = await write_call(
                         services, call, input_delta(call.record, event.delta)
                     )
+                    if event.delta and services.watched_for_deltas(live.thread_id):
+                        services.publish(  # the raw text, after the part that holds it
+                            MessageDelta(
+                                thread_id=live.thread_id,
+                                run_id=live.run_id,
+                                message_id=message_id,
+                                part="tool-input",
+                                delta=event.delta,
+                                tool_call_id=event.tool_call_id,
+                            )
+                        )
                     services.notify(live.thread_id)
         finally:
             aclose = getattr(events, "aclose", None)

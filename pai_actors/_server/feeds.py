@@ -302,8 +302,9 @@ class FeedHub:
     def _publish_delta(self, feed: Feed, update: MessageDelta) -> None:
         """Keep the fragment (for subscribers that join mid-step) and send it to the
         subscribers that take deltas."""
-        so_far = feed.streaming.setdefault((update.message_id, update.run_id), {})
-        so_far[update.part] = so_far.get(update.part, "") + update.delta
+        if update.part != "tool-input":  # (a joiner gets the input parsed so far, stored)
+            so_far = feed.streaming.setdefault((update.message_id, update.run_id), {})
+            so_far[update.part] = so_far.get(update.part, "") + update.delta
         for subscriber in list(feed.subscribers):
             if subscriber.deltas is not None:
                 try:

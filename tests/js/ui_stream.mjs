@@ -266,7 +266,7 @@ async function scope() {
   const none = await fetch(`${BASE}/api/chat/http-text/messages`);
   check(none.status === 401, 'no token, no answer', none.status);
   const stream = await fetch(`${BASE}/api/chat/http-text/stream`, { headers: { Authorization: `Bearer ${BOB}` } });
-  check(stream.status === 404, "nor its stream", stream.status);
+  check(stream.status === 204, "nor its stream: nothing to resume, as for a new chat", stream.status);
 }
 
 // -- validation -------------------------------------------------------------------------------

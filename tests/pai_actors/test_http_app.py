@@ -54,9 +54,14 @@ async def test_every_request_needs_a_token_of_the_chats_scope() -> None:
                 assert missing.status == 401
                 assert missing.headers["www-authenticate"] == "Bearer"
                 assert (await request(s.url, "GET", path, token="nobody")).status == 401
-                other = await request(s.url, "GET", path, token=BOB)
-                assert other.status == 404
-                assert other.json() == {"error": "no chat 'c' in your scope"}
+            other = await request(s.url, "GET", "/api/chat/c/messages", token=BOB)
+            assert other.status == 404
+            assert other.json() == {"error": "no chat 'c' in your scope"}
+            # nothing to resume, as for a chat that does not exist yet (a stock useChat with
+            # resume: true asks it when its page opens, and stops on an error)
+            for chat in ("c", "new-chat"):
+                nothing = await request(s.url, "GET", f"/api/chat/{chat}/stream", token=BOB)
+                assert (nothing.status, nothing.body) == (204, b"")
             posted = await request(
                 s.url, "POST", "/api/chat", chat_body("c", user("hi")), token=BOB
             )

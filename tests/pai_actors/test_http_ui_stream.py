@@ -19,6 +19,7 @@ from pai_actors._http.turn import TurnFeed
 from pai_actors._http.ui_stream import (
     TurnWriter,
     client_keys,
+    tool_input_key,
     transient_chunk,
     turn_parts,
     ui_messages,
@@ -72,6 +73,10 @@ class Client:
                 {"type": f"tool-{chunk['toolName']}", "toolCallId": chunk["toolCallId"]}
                 | {"state": "input-streaming"}
             )
+        elif kind == "tool-input-delta":
+            part = next(p for p in self.parts if p.get("toolCallId") == chunk["toolCallId"])
+            assert part["state"] == "input-streaming", chunk
+            part["inputText"] = part.get("inputText", "") + chunk["inputTextDelta"]
         elif kind == "tool-input-available":
             part = next((p for p in self.parts if p.get("toolCallId") == chunk["toolCallId"]), None)
             if part is None:
@@ -248,6 +253,32 @@ def test_streamed_text_is_sent_once_then_ended_when_stored() -> None:
         {"type": "text", "text": "Hello", "state": "done"},
     ]
     assert writer.update("m2", turn_parts(stored, {})) == []
+
+
+def test_a_streaming_calls_input_text_is_sent_as_it_comes_once() -> None:
+    """The raw input text a call's step streams live (``tool-input`` deltas) goes out as
+    ``tool-input-delta`` chunks after ``tool-input-start``, each fragment once; then the
+    whole input, once stored."""
+    writer = TurnWriter("t")
+    client = Client()
+    streaming = [assistant("m2", tool("c1", "input-streaming"))]
+    key = tool_input_key("c1")
+    first = writer.update("m2", turn_parts(streaming, {}, {"m2": {key: '{"amo'}}))
+    assert [c["type"] for c in first] == [
+        "start",
+        "start-step",
+        "tool-input-start",
+        "tool-input-delta",
+    ]
+    client.apply(first)
+    more = writer.update("m2", turn_parts(streaming, {}, {"m2": {key: '{"amount": 3}'}}))
+    assert more == [{"type": "tool-input-delta", "toolCallId": "c1", "inputTextDelta": 'unt": 3}'}]
+    client.apply(more)
+    assert writer.update("m2", turn_parts(streaming, {}, {"m2": {key: '{"amount": 3}'}})) == []
+    assert client.tool("c1")["inputText"] == '{"amount": 3}'
+    stored = [assistant("m2", tool("c1", "input-available"))]
+    client.apply(writer.update("m2", turn_parts(stored, {})))
+    assert client.tool("c1")["input"] == {"amount": 3}
 
 
 def test_a_continuation_sends_only_what_the_client_lacks() -> None:

@@ -4,6 +4,7 @@ given back to the model; usage is stored per step and summed per run."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -40,7 +41,7 @@ from pai_actors import (
     define_tool,
     json_schema,
 )
-from pai_actors.testing import ScriptedModel, create_test_runtime
+from pai_actors.testing import ScriptedModel, create_test_runtime, text, tool_call
 
 agent = define_agent(name="streamer", tools={})
 
@@ -121,6 +122,51 @@ async def test_a_deltas_wire_shape() -> None:
         "delta": "Hi",
     }
     assert MessageDelta.model_validate(delta.to_wire()) == delta
+    typed = MessageDelta(
+        thread_id="t", run_id="r", message_id="m", part="tool-input", delta='{"a', tool_call_id="c"
+    )
+    assert typed.to_wire()["toolCallId"] == "c"
+    assert MessageDelta.model_validate(typed.to_wire()) == typed
+
+
+async def test_a_streamed_tool_inputs_raw_text_reaches_the_watchers_that_take_deltas(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Each fragment of a call's input, as the model writes it, is a ``tool-input`` delta of
+    that call, after the part that holds it appeared (``input-streaming``); joined, they
+    are the input's JSON text. Never stored."""
+    from pai_actors import define_tool
+
+    echo = define_tool(
+        id="t.echo.v1",
+        description="Echo.",
+        input_schema=dict,
+        execute=lambda ctx: ctx.input,
+    )
+    streaming = define_agent(name="a", tools={"echo": echo})
+    model = ScriptedModel(
+        [[tool_call("echo", {"words": "a long enough input"}, stream=True)], text("done")]
+    )
+    async with create_test_runtime(streaming, model=model) as rt:
+        thread_id = await rt.create_thread(scope_key="s")
+        async with rt.watch(thread_id, deltas=True) as watch:
+            await rt.send(thread_id, "go")
+            await rt.wait_idle(thread_id)
+            seen = []
+            while True:
+                try:
+                    seen.append(watch.receive_nowait())
+                except trio.WouldBlock:
+                    break
+    typed = [u for u in seen if isinstance(u, MessageDelta) and u.part == "tool-input"]
+    assert len(typed) >= 2
+    assert {u.tool_call_id for u in typed} == {"call_1"}
+    assert json.loads("".join(u.delta for u in typed)) == {"words": "a long enough input"}
+    first = seen.index(typed[0])
+    assert any(
+        getattr(u, "part", None) is not None and getattr(u.part, "state", "") == "input-streaming"
+        for u in seen[:first]
+    )
 
 
 async def test_reasoning_is_stored_and_given_back_to_the_model_with_its_metadata() -> None:
