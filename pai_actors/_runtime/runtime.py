@@ -269,7 +269,7 @@ class AgentRuntime:
             agent_of=self.agent_of,
             trigger=self.trigger,
             max_agent_depth=check_max_agent_depth(max_agent_depth),
-            begin_sub_run=self._begin_sub_run,
+            begin_sub_runs=self._begin_sub_runs,
             cancel_sub_threads_soon=self._cancel_sub_threads_soon,
         )
 
@@ -1127,29 +1127,37 @@ class AgentRuntime:
 
     # -- sub-agent runs (see ``_runtime.subagents``) ---------------------------------------
 
-    async def _begin_sub_run(
-        self, thread: ThreadRecord, prompt: Message, run: RunRecord, caller: StoredCall
+    async def _begin_sub_runs(
+        self, sub_runs: Sequence[tuple[ThreadRecord, Message, RunRecord]], caller: StoredCall
     ) -> StoredCall:
-        """Commit a sub-run's thread, prompt and run with its caller's link to it, in one
-        transaction, and start the run as ``send`` does (admission may queue it); return
-        the caller as stored."""
+        """Commit sub-runs' threads, prompts and runs with their caller's links to them, in
+        one transaction, and start each run as ``send`` does (admission may queue them);
+        return the caller as stored."""
         self._check_open()
         self._sub_runs = True
-        thread_id = thread.thread_id
-        self._handle(SendBegan(thread_id))  # a new thread: nothing else holds it
+        began: list[str] = []
         try:
+            for thread, _, _ in sub_runs:  # new threads: nothing else holds them
+                self._handle(SendBegan(thread.thread_id))
+                began.append(thread.thread_id)
             async with self._transaction() as tx:
-                tx.create_thread(thread)
-                tx.append_message(thread_id, prompt)
-                run = tx.put_run(run)
+                runs = []
+                for thread, prompt, run in sub_runs:
+                    tx.create_thread(thread)
+                    tx.append_message(thread.thread_id, prompt)
+                    runs.append(tx.put_run(run))
                 stored = stage_call(tx, caller, caller.record)
-            self._thread_records[thread_id] = thread
-            self._thread_agents[thread_id] = self.agent_id_of(thread)
-            self._loaded[thread_id] = True
-            start = _Start(thread, run, trace_link=current_span_context())
-            self._handle(RunCreated(thread_id, run.run_id), start)
+            link = current_span_context()
+            for (thread, _, _), run in zip(sub_runs, runs, strict=True):
+                thread_id = thread.thread_id
+                self._thread_records[thread_id] = thread
+                self._thread_agents[thread_id] = self.agent_id_of(thread)
+                self._loaded[thread_id] = True
+                start = _Start(thread, run, trace_link=link)
+                self._handle(RunCreated(thread_id, run.run_id), start)
         finally:
-            self._handle(SendEnded(thread_id))
+            for thread_id in began:
+                self._handle(SendEnded(thread_id))
         return stored
 
     def _settle_caller_soon(self, thread: ThreadRecord) -> None:

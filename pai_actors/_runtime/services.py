@@ -14,7 +14,7 @@ the dependency points one way, from the runtime to its actors.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from functools import partial
@@ -61,9 +61,9 @@ class Services:
     ``park(run_id)`` records a run that will not start here ``waiting``, ``run_ended(live)``
     is the run actor's last word, ``thread(thread_id)`` reads a hosted thread, ``trigger``
     is :meth:`AgentRuntime.trigger`. Sub-agent runs (``subagents``): ``max_agent_depth``
-    bounds how deep they nest, ``begin_sub_run(thread, prompt, run, caller)`` commits a
-    sub-run's thread, prompt and run with its caller's link to it and starts the run
-    (returning the caller as stored), ``cancel_sub_threads_soon(thread_ids, reason)`` cancels
+    bounds how deep they nest, ``begin_sub_runs(sub_runs, caller)`` commits sub-runs'
+    threads, prompts and runs with their caller's links to them, in one transaction, and
+    starts the runs (returning the caller as stored), ``cancel_sub_threads_soon(thread_ids, reason)`` cancels
     the active runs of those threads (and their subtrees) in a runtime-owned task.
     """
 
@@ -94,7 +94,9 @@ class Services:
     agent_of: Callable[[ThreadRecord], AgentDefinition]
     trigger: Callable[..., Awaitable[None]]
     max_agent_depth: int
-    begin_sub_run: Callable[[ThreadRecord, Message, RunRecord, StoredCall], Awaitable[StoredCall]]
+    begin_sub_runs: Callable[
+        [Sequence[tuple[ThreadRecord, Message, RunRecord]], StoredCall], Awaitable[StoredCall]
+    ]
     cancel_sub_threads_soon: Callable[[tuple[str, ...], str | None], None]
 
     def spec_for(self, call: StoredCall, agent: AgentDefinition) -> CallSpec | None:

@@ -29,7 +29,7 @@ stopped process left between two of these commits (see ``AgentRuntime._load``).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -39,7 +39,7 @@ from .._core.calls import link_sub_thread
 from .._core.errors import AgentRunError
 from .._core.parts import Message, TextPart
 from .._core.records import RunRecord, StoredCall, ThreadParent, ThreadRecord
-from .._tools.agent_runner import AgentRunResult, SubRunWaiting
+from .._tools.agent_runner import AgentRunResult, SubRunRequest, SubRunWaiting
 from .live import LiveRun
 from .services import Services
 
@@ -57,7 +57,6 @@ class CallHolder(Protocol):
     def lock(self) -> trio.Lock: ...
 
 
-BeginSubRun = Callable[[ThreadRecord, Message, RunRecord, StoredCall], Awaitable[StoredCall]]
 
 
 def sub_thread_id(thread_id: str, tool_call_id: str, key: str) -> str:
@@ -78,18 +77,45 @@ class SubRuns:
     holder: CallHolder
     unfinished: set[str] = field(default_factory=set)
 
-    async def begin(self, agent_id: str, key: str, prompt: str, max_steps: int) -> str:
+    async def begin(self, requests: Sequence[SubRunRequest], max_steps: int) -> list[str]:
         async with self.holder.lock:  # (concurrent starts each link the latest revision)
-            return await self._begin(agent_id, key, prompt, max_steps)
+            return await self._begin(requests, max_steps)
 
-    async def _begin(self, agent_id: str, key: str, prompt: str, max_steps: int) -> str:
+    async def _begin(self, requests: Sequence[SubRunRequest], max_steps: int) -> list[str]:
+        """The threads of ``requests``' sub-runs: those the call started before are found
+        again (and checked, for a given key), the others started, all in one commit."""
         services, live = self.services, self.live
         call = self.holder.call
-        thread_id = sub_thread_id(live.thread_id, call.tool_call_id, key)
-        found = await services.store.get_thread(thread_id)
-        if found is not None:
-            await self._check_same(found, agent_id, prompt, key)
-            return thread_id
+        linked = call.record.sub_threads
+        thread_ids: list[str] = []
+        new: list[tuple[ThreadRecord, Message, RunRecord]] = []
+        for request in requests:
+            thread_id = sub_thread_id(live.thread_id, call.tool_call_id, request.key)
+            thread_ids.append(thread_id)
+            if thread_id in linked:  # started by an earlier entry
+                if request.keyed:  # (a default key is made from the agent and the prompt)
+                    await self._check_same(thread_id, request)
+                continue
+            if any(thread.thread_id == thread_id for thread, _, _ in new):
+                continue  # asked twice in one batch: the same sub-run
+            new.append(self._records(thread_id, request, max_steps))
+        if new:
+            call = self.holder.call  # (the latest: a data write may have come meanwhile)
+            record = call.record
+            for thread, _, _ in new:
+                record = link_sub_thread(record, thread.thread_id)
+            self.unfinished.update(t.thread_id for t, _, _ in new)  # (a failed commit...)
+            self.holder.call = await services.begin_sub_runs(
+                new, call.model_copy(update={"record": record})
+            )
+        return thread_ids
+
+    def _records(
+        self, thread_id: str, request: SubRunRequest, max_steps: int
+    ) -> tuple[ThreadRecord, Message, RunRecord]:
+        """The thread, prompt and run of a new sub-run (its depth checked)."""
+        services, live, call = self.services, self.live, self.holder.call
+        agent_id = request.agent_id
         parent = live.thread.parent
         depth = 1 if parent is None else parent.depth + 1
         if depth > services.max_agent_depth:
@@ -116,7 +142,9 @@ class SubRuns:
             ),
         )
         message = Message(
-            id=services.new_id("msg", thread_id), role="user", parts=(TextPart(text=prompt),)
+            id=services.new_id("msg", thread_id),
+            role="user",
+            parts=(TextPart(text=request.prompt),),
         )
         run = RunRecord(
             thread_id=thread_id,
@@ -127,25 +155,23 @@ class SubRuns:
             client_data=live.client_data,
             max_steps=max_steps,
         )
-        call = self.holder.call  # (the latest: a data write may have come meanwhile)
-        linked = call.model_copy(update={"record": link_sub_thread(call.record, thread_id)})
-        self.unfinished.add(thread_id)  # (before: a failed commit may have committed)
-        self.holder.call = await services.begin_sub_run(thread, message, run, linked)
-        return thread_id
+        return thread, message, run
 
-    async def _check_same(self, thread: ThreadRecord, agent_id: str, prompt: str, key: str) -> None:
-        """A sub-run found again must be the one asked for: ``execute`` asks for the same
-        sub-runs with the same prompts on every entry."""
-        messages = await self.services.store.list_messages(thread.thread_id)
+    async def _check_same(self, thread_id: str, request: SubRunRequest) -> None:
+        """A sub-run found again by its given key must be the one asked for: ``execute``
+        asks for the same sub-runs, with the same prompts, on every entry."""
+        thread = await self.services.store.get_thread(thread_id)
+        messages = await self.services.store.list_messages(thread_id)
         first = messages[0].parts[0] if messages and messages[0].parts else None
         asked = first.text if isinstance(first, TextPart) else None
-        if thread.agent_id != agent_id or asked != prompt:
+        agent = None if thread is None else thread.agent_id
+        if agent != request.agent_id or asked != request.prompt:
             raise AgentRunError(
-                f"ctx.agents.run({agent_id!r}, ..., key={key!r}): this call's sub-run "
-                f"{key!r} was started with the agent {thread.agent_id!r} and another prompt; "
-                "execute must ask for the same sub-runs, with the same prompts, on every "
-                "entry (give sub-runs that differ different keys)",
-                agent_id=agent_id,
+                f"ctx.agents.run({request.agent_id!r}, ..., key={request.key!r}): this call's "
+                f"sub-run {request.key!r} was started with the agent {agent!r} and another "
+                "prompt; execute must ask for the same sub-runs, with the same prompts, on "
+                "every entry (give sub-runs that differ different keys)",
+                agent_id=request.agent_id,
             )
 
     async def outcome(self, agent_id: str, thread_id: str) -> AgentRunResult:

@@ -53,13 +53,24 @@ class SubRunWaiting(BaseException):
         self.thread_ids = tuple(thread_ids)
 
 
-class SubRunStarter(Protocol):
-    """What the runtime gives a runner: ``begin`` starts the sub-run ``key`` (or finds it,
-    on a later entry) and returns its thread id; ``outcome`` returns its answer once it
-    ended, raises :class:`AgentRunError` when it failed or was cancelled, and
-    :class:`SubRunWaiting` while it has not ended."""
+@dataclass(frozen=True, slots=True)
+class SubRunRequest:
+    """One sub-run asked for: its agent, its key within the call (``keyed``: given by the
+    tool, not made from the agent and the prompt) and its prompt."""
 
-    async def begin(self, agent_id: str, key: str, prompt: str, max_steps: int) -> str: ...
+    agent_id: str
+    key: str
+    prompt: str
+    keyed: bool
+
+
+class SubRunStarter(Protocol):
+    """What the runtime gives a runner: ``begin`` starts the sub-runs ``requests`` ask for
+    (or finds them, on a later entry), all at once, and returns their thread ids;
+    ``outcome`` returns a sub-run's answer once it ended, raises :class:`AgentRunError`
+    when it failed or was cancelled, and :class:`SubRunWaiting` while it has not ended."""
+
+    async def begin(self, requests: Sequence[SubRunRequest], max_steps: int) -> list[str]: ...
 
     async def outcome(self, agent_id: str, thread_id: str) -> AgentRunResult: ...
 
@@ -125,19 +136,16 @@ class AgentRunner:
         ]
         self._beginning += 1
         try:
-            threads = [
-                await self._starter.begin(agent_id, key, prompt, max_steps)
-                for agent_id, prompt, key in checked
-            ]
+            threads = await self._starter.begin(checked, max_steps)
         finally:
             self._beginning -= 1
             if self._beginning == 0 and self._began is not None:
                 self._began.set()
                 self._began = None
         results: list[AgentRunResult | BaseException] = []
-        for (agent_id, _, _), thread_id in zip(checked, threads, strict=True):
+        for request, thread_id in zip(checked, threads, strict=True):
             try:
-                results.append(await self._starter.outcome(agent_id, thread_id))
+                results.append(await self._starter.outcome(request.agent_id, thread_id))
             except (SubRunWaiting, Exception) as exc:
                 results.append(exc)
         waiting = [t for t, r in zip(threads, results, strict=True) if isinstance(r, SubRunWaiting)]
@@ -149,7 +157,7 @@ class AgentRunner:
                 raise result
         return [r for r in results if isinstance(r, AgentRunResult)]
 
-    def _check(self, agent_id: str, prompt: str, key: str | None) -> tuple[str, str, str]:
+    def _check(self, agent_id: str, prompt: str, key: str | None) -> SubRunRequest:
         if agent_id not in self._agents:
             known = ", ".join(map(repr, self._agents))
             raise AgentNotFound(
@@ -163,13 +171,14 @@ class AgentRunner:
             digest = hashlib.sha256(prompt.encode()).hexdigest()[:12]
             seen = self._seen.get((agent_id, digest), 0) + 1
             self._seen[(agent_id, digest)] = seen
-            key = f"{agent_id}-{digest}" + ("" if seen == 1 else f"-{seen}")
-        elif not isinstance(key, str) or not key.strip() or "/" in key:
+            made = f"{agent_id}-{digest}" + ("" if seen == 1 else f"-{seen}")
+            return SubRunRequest(agent_id, made, prompt, keyed=False)
+        if not isinstance(key, str) or not key.strip() or "/" in key:
             raise ValueError(
                 f"ctx.agents.run(key={key!r}): a key is a non-empty str without '/', unique "
                 "among the sub-runs of the call"
             )
-        return agent_id, prompt, key
+        return SubRunRequest(agent_id, key, prompt, keyed=True)
 
     async def _let_siblings_begin(self) -> None:
         """Before ``execute`` stops: let the other tasks of this entry that are starting
