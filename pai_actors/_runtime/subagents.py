@@ -57,8 +57,6 @@ class CallHolder(Protocol):
     def lock(self) -> trio.Lock: ...
 
 
-
-
 def sub_thread_id(thread_id: str, tool_call_id: str, key: str) -> str:
     """The id of the thread of the sub-run ``key`` of a call."""
     return f"{thread_id}/{tool_call_id}/{key}"
