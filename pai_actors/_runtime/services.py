@@ -63,8 +63,9 @@ class Services:
     is :meth:`AgentRuntime.trigger`. Sub-agent runs (``subagents``): ``max_agent_depth``
     bounds how deep they nest, ``begin_sub_runs(sub_runs, caller)`` commits sub-runs'
     threads, prompts and runs with their caller's links to them, in one transaction, and
-    starts the runs (returning the caller as stored), ``cancel_sub_threads_soon(thread_ids, reason)`` cancels
-    the active runs of those threads (and their subtrees) in a runtime-owned task.
+    starts the runs (returning the caller as stored),
+    ``cancel_sub_threads_soon(thread_ids, reason)`` cancels the active runs of those threads
+    (and their subtrees) in a runtime-owned task.
     """
 
     store: Store
