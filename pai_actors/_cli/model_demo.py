@@ -104,8 +104,8 @@ class Transcript:
         self._say_line(line)
 
     def _delta(self, update: MessageDelta) -> None:
-        if self._write is None:
-            return  # the text is said once the message is stored
+        if self._write is None or update.part == "tool-input":
+            return  # the text is said once the message is stored; a call, once it is
         key = (update.message_id, update.part)
         if self._open != key:
             if self._open is not None:
