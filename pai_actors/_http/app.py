@@ -29,7 +29,7 @@ and goes on with the live updates.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import trio
@@ -175,9 +175,7 @@ class _Endpoints:
         action_id = request.path_params["action_id"]
         await self._owned(identity, chat_id)
         body = await _json_object(request)
-        view = {v.ref.action_id: v for v in await self._rt.pending_actions(chat_id)}.get(action_id)
-        if view is None:
-            raise _Refused(404, f"no pending action {action_id!r} in chat {chat_id!r}")
+        view = _one_action(await self._rt.pending_actions(chat_id), chat_id, action_id, body)
         result = await _resolve(view, body)
         return JSONResponse(result.to_wire(), 200 if result.status == "accepted" else 422)
 
@@ -271,6 +269,30 @@ class _Endpoints:
         if rejected:
             raise _Refused(422, "rejected: " + "; ".join(rejected))
         return frozenset(accepted)
+
+
+def _one_action(
+    views: Sequence[PendingActionView], chat_id: str, action_id: str, body: Mapping[str, Any]
+) -> PendingActionView:
+    """The pending action ``action_id`` of the chat: its own, or a sub-agent's (an action id
+    is unique within its thread only: the body's ``threadId`` names a sub-agent's thread
+    when several have it)."""
+    found = [v for v in views if v.ref.action_id == action_id]
+    thread_id = body.get("threadId")
+    if isinstance(thread_id, str):
+        found = [v for v in found if v.ref.thread_id == thread_id]
+    elif any(v.ref.thread_id == chat_id for v in found):
+        found = [v for v in found if v.ref.thread_id == chat_id]
+    if not found:
+        raise _Refused(404, f"no pending action {action_id!r} in chat {chat_id!r}")
+    if len(found) > 1:
+        threads = ", ".join(repr(v.ref.thread_id) for v in found)
+        raise _Refused(
+            409,
+            f"several sub-agents of chat {chat_id!r} have a pending action {action_id!r} "
+            f"(threads {threads}); name one with 'threadId' in the body",
+        )
+    return found[0]
 
 
 async def _resolve(view: PendingActionView, answer: Mapping[str, Any]) -> ActionResult:

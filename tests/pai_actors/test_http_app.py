@@ -270,3 +270,36 @@ def test_pai_actors_serve_serves_the_endpoint_beside_the_websocket(tmp_path: Pat
         process.send_signal(signal.SIGINT)
         _out, err = process.communicate(timeout=20)
     assert process.returncode == 0, err
+
+
+async def test_a_sub_agents_action_is_answered_through_the_chat_naming_its_thread() -> None:
+    """Two sub-agents of a chat ask for approval under the same action id (an id is unique
+    within its thread): the action route asks for the thread, then answers each."""
+    from pai_actors._http.server import open_http_server
+    from pai_actors.testing import create_test_runtime
+
+    from .http_app import authenticate
+    from .test_runtime_subagents_durability import tree_models, tree_pai
+
+    events: list[str] = []
+    with trio.fail_after(20):
+        async with (
+            create_test_runtime(tree_pai(events), model=tree_models()) as rt,
+            open_http_server(rt, authenticate) as http,
+        ):
+            await rt.create_thread("tenant-a", thread_id="tree")
+            await rt.send("tree", "go")
+            await rt.wait_idle("tree")
+            first, second = await rt.pending_actions("tree")
+            assert first.ref.action_id == second.ref.action_id
+            path = f"/api/chat/tree/actions/{first.ref.action_id}"
+            ambiguous = await request(http.url, "POST", path, {"resume": {"approved": True}})
+            assert ambiguous.status == 409
+            assert "threadId" in ambiguous.json()["error"]
+            for action in (first, second):
+                body = {"resume": {"approved": True}, "threadId": action.ref.thread_id}
+                assert (await request(http.url, "POST", path, body)).status == 200
+            await rt.wait_idle("tree")
+            state = await rt.get_state("tree")
+    assert state.runs[-1].status == "completed"
+    assert sorted(events) == ["pay p0", "pay p1"]
