@@ -252,15 +252,26 @@ class _Endpoints:
         explicit = [(a["actionId"], a) for a in extra]
         if not answers and not explicit:
             return frozenset()
-        views = {v.ref.action_id: v for v in await self._rt.pending_actions(chat_id)}
+        every = await self._rt.pending_actions(chat_id)
+        # a part's answer is to the chat's own action (a sub-agent's may have the same id)
+        views = {v.ref.action_id: v for v in every if v.ref.thread_id == chat_id}
         rejected: list[str] = []
         accepted: set[str] = set()
-        for action_id, answer in [*answers, *explicit]:
+        for action_id, answer in answers:
             view = views.pop(action_id, None)
             if view is None:
-                if (action_id, answer) in explicit:
-                    rejected.append(f"{action_id}: no such pending action")
                 continue  # a part's answer already submitted (or never an action): nothing to do
+            result = await _resolve(view, answer)
+            if result.status == "accepted":
+                accepted.add(action_id)
+            else:
+                rejected.append(f"{action_id}: {result.error}")
+        for action_id, answer in explicit:  # the chat's own action, or a sub-agent's
+            try:
+                view = _one_action(every, chat_id, action_id, answer)
+            except _Refused as refused:
+                rejected.append(f"{action_id}: {refused.message}")
+                continue
             result = await _resolve(view, answer)
             if result.status == "accepted":
                 accepted.add(action_id)
