@@ -29,7 +29,7 @@ from pai_actors._http.server import open_http_server
 from pai_actors.testing import create_test_runtime
 
 from .pai_actors.http_app import ALICE, ChatApp, authenticate
-from .pai_actors.inbox_support import CHROMEDRIVER, CHROMIUM, browser_missing
+from .pai_actors.inbox_support import headless_chromium
 
 PAGE = Path(__file__).resolve().parent.parent / "examples" / "react-chat"
 TIMEOUT = 20  # seconds an explicit wait may take before the test fails
@@ -113,22 +113,8 @@ def served(built: Path) -> Iterator[Served]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    missing = browser_missing()
-    if missing is not None:
-        _unavailable(missing)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    options = Options()
-    options.binary_location = CHROMIUM
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage"):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-    try:
+    with headless_chromium() as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 class Page:

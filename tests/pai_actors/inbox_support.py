@@ -347,3 +347,35 @@ def browser_missing() -> str | None:
     if shutil.which(CHROMEDRIVER) is None:
         return f"{CHROMEDRIVER} is not executable: run `bash scripts/install-browser` again"
     return None
+
+
+@contextmanager
+def headless_chromium(*arguments: str) -> Iterator[Any]:
+    """Debian's Chromium, headless, driven through its chromedriver (Selenium), with
+    ``arguments`` besides the ones every browser test needs. Without it, the test is skipped
+    saying how to install it, or, under ``CI=true``, fails."""
+    import pytest
+
+    missing = browser_missing()
+    if missing is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{missing}; CI=true, so the browser tests may not be skipped")
+        pytest.skip(missing)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    options.binary_location = CHROMIUM
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",  # CI containers run as root, where Chromium's sandbox cannot start
+        "--disable-dev-shm-usage",
+        *arguments,
+    ):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    try:
+        yield driver
+    finally:
+        driver.quit()

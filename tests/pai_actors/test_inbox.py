@@ -24,7 +24,7 @@ import pytest
 from pai_actors import ToolPart
 from pai_actors.server import Identity
 
-from .inbox_support import ALICE, BOB, CHROMEDRIVER, CHROMIUM, Served, browser_missing, serving
+from .inbox_support import ALICE, BOB, Served, headless_chromium, serving
 
 TIMEOUT = 15  # seconds an explicit wait may take before the test fails
 
@@ -180,30 +180,8 @@ def test_the_event_stream_sends_the_actions_then_each_change(served: Served) -> 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    missing = browser_missing()
-    if missing is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{missing}; CI=true, so the inbox's browser tests may not be skipped")
-        pytest.skip(missing)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    options = Options()
-    options.binary_location = CHROMIUM
-    for argument in (
-        "--headless=new",
-        "--no-sandbox",  # CI containers run as root, where Chromium's sandbox cannot start
-        "--disable-dev-shm-usage",
-        "--window-size=1000,1200",
-        "--lang=en-US",
-    ):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-    try:
+    with headless_chromium("--window-size=1000,1200", "--lang=en-US") as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 class Page:
