@@ -42,7 +42,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 import trio
 
@@ -240,6 +240,24 @@ class _Current:
 # -- runs ----------------------------------------------------------------------------------
 
 
+class _Quiet:
+    """A span that records nothing (tracing is off): entered and left as a context manager,
+    doing nothing. The recording spans override both."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        return None
+
+
 class RunTrace:
     """The span of one activation of a run (``pai_actors.run``), current in the run actor's
     task from :func:`start_run` to :func:`end_run`."""
@@ -324,7 +342,7 @@ def end_run(
 # -- model steps ---------------------------------------------------------------------------
 
 
-class StepSpan:
+class StepSpan(_Quiet):
     """The span of one model step (``chat {model}``, a GenAI inference span): a context
     manager around reading the step, during which it is the current span (and
     :func:`step_finished` records on it). This base records nothing: tracing is off."""
@@ -338,17 +356,6 @@ class StepSpan:
 
     def finished(self, step: ModelStep) -> None:
         """Record what the step produced: its finish reason and token usage."""
-
-    def __enter__(self) -> StepSpan:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        return None
 
 
 _NO_STEP = StepSpan()
@@ -386,7 +393,7 @@ class _RecordingStep(StepSpan):
     def context(self) -> SpanContext | None:
         return None if self._span is None else self._span.get_span_context()
 
-    def __enter__(self) -> StepSpan:
+    def __enter__(self) -> Self:
         model = self._model
         name = getattr(model, "model", None)
         provider = getattr(model, "provider", None)
@@ -476,7 +483,7 @@ def call_parent(trace: RunTrace | None, step: StepSpan | None = None) -> SpanPar
     return trace.parent.linked(None if step is None else step.context)
 
 
-class CallSpan:
+class CallSpan(_Quiet):
     """The span of one entry of a tool call (``execute_tool {tool}``), current in the call
     actor's task while it runs. This base records nothing: tracing is off."""
 
@@ -495,17 +502,6 @@ class CallSpan:
 
     def settled(self, record: CallRecord) -> None:
         """The entry's outcome, as ``record`` (the call's next record) says."""
-
-    def __enter__(self) -> CallSpan:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        return None
 
 
 _NO_CALL = CallSpan()
@@ -586,7 +582,7 @@ class _RecordingCall(CallSpan):
         else:
             self.ended(record.phase)
 
-    def __enter__(self) -> CallSpan:
+    def __enter__(self) -> Self:
         self._current.enter(self._span, self._parent.context)
         return self
 
