@@ -400,7 +400,7 @@ class _CallDriver:
             input=tool_input,
             context=context,
             data=ToolDataWriter(self._write_data, self._list_data),
-            agents=AgentRunner(services.agents, thread, self.sub_runs),
+            agents=AgentRunner(services.agents, self.sub_runs),
             entry=entry,
             suspend_history=[episode_view(e).to_wire() for e in self.record.episodes],
         )

@@ -23,7 +23,6 @@ from typing import Protocol
 import trio
 
 from .._core.errors import AgentNotFound
-from .signal import ToolThread
 
 DEFAULT_MAX_STEPS = 16
 
@@ -85,7 +84,6 @@ class AgentRunner:
     """
 
     _agents: Collection[str]
-    _caller: ToolThread
     _starter: SubRunStarter
     _seen: dict[tuple[str, str], int] = field(default_factory=dict)
     _beginning: int = 0
