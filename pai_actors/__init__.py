@@ -88,12 +88,14 @@ from ._core.parts import CancelledInfo as CancelledInfo
 from ._core.parts import FilePart as FilePart
 from ._core.parts import Message as Message
 from ._core.parts import ReasoningPart as ReasoningPart
+from ._core.parts import StepStartPart as StepStartPart
 from ._core.parts import SuspensionView as SuspensionView
 from ._core.parts import TextPart as TextPart
 from ._core.parts import ToolApproval as ToolApproval
 from ._core.parts import ToolDataItem as ToolDataItem
 from ._core.parts import ToolPart as ToolPart
 from ._core.parts import get_tool_name as get_tool_name
+from ._core.parts import message_steps as message_steps
 from ._core.pending import PendingActionView as PendingActionView
 from ._core.records import ClientToolRecord as ClientToolRecord
 from ._core.records import OpenAction as OpenAction
@@ -245,6 +247,7 @@ __all__ = [
     "SchemaError",
     "ScopedFiles",
     "SqliteStore",
+    "StepStartPart",
     "Store",
     "StoreConflict",
     "StoreError",
@@ -302,6 +305,7 @@ __all__ = [
     "define_tool",
     "get_tool_name",
     "json_schema",
+    "message_steps",
     "to_json_value",
     "tool_failure_details",
 ]

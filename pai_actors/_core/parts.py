@@ -1,7 +1,8 @@
 """Messages and their parts: the client projection of a thread (the AI SDK ``UIMessage`` shape).
 
 A :class:`Message` holds :class:`TextPart`, :class:`ReasoningPart`, :class:`FilePart`
-(a user's files) and :class:`ToolPart` values. A tool part is the
+(a user's files), :class:`StepStartPart` and :class:`ToolPart` values; an assistant message
+holds a turn, its model steps each opened by a step-start part. A tool part is the
 AI SDK's native, state-discriminated tool part (``type == "tool-<toolName>"`` for a registered
 tool, ``"dynamic-tool"`` with ``toolName`` for a request-time one) plus the pai sidecars
 ``data``, ``suspensions``, ``pendingSuspension``, ``cancelled``, ``expiresAt`` and
@@ -13,8 +14,8 @@ output).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Annotated, Any, Literal, TypeAlias
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal, TypeAlias, TypeVar
 
 from pydantic import AwareDatetime, Discriminator, Field, Tag, model_validator
 
@@ -35,6 +36,8 @@ ToolState: TypeAlias = Literal[
 SuspensionState: TypeAlias = Literal["pending", "submitted", "cancelled", "failed"]
 Role: TypeAlias = Literal["user", "assistant", "system"]
 
+P = TypeVar("P")
+
 _DYNAMIC = "dynamic-tool"
 _NO_APPROVAL_STATES = ("input-streaming", "input-available")
 _PENDING_STATES = ("input-available", "approval-requested", "approval-responded")
@@ -48,6 +51,18 @@ class TextPart(WireModel):
 
     def to_wire(self) -> dict[str, JsonValue]:
         return {"type": "text", "text": self.text}
+
+
+class StepStartPart(WireModel):
+    """Where a model step begins in an assistant message, ``{"type": "step-start"}`` (the
+    AI SDK's step-start part). An assistant message holds one turn: every model step of a
+    run between two other messages, each opened by a step-start part and followed by the
+    step's reasoning, text and tool parts (see :func:`message_steps`)."""
+
+    type: Literal["step-start"] = "step-start"
+
+    def to_wire(self) -> dict[str, JsonValue]:
+        return {"type": "step-start"}
 
 
 class ReasoningPart(WireModel):
@@ -372,16 +387,31 @@ def get_tool_name(part: ToolPart | Mapping[str, Any]) -> str:
 
 def _part_kind(value: Any) -> str:
     kind = value.get("type") if isinstance(value, Mapping) else getattr(value, "type", None)
-    return kind if kind in ("text", "reasoning", "file") else "tool"
+    return kind if kind in ("text", "reasoning", "file", "step-start") else "tool"
 
 
 Part: TypeAlias = Annotated[
     Annotated[TextPart, Tag("text")]
+    | Annotated[StepStartPart, Tag("step-start")]
     | Annotated[ReasoningPart, Tag("reasoning")]
     | Annotated[FilePart, Tag("file")]
     | Annotated[ToolPart, Tag("tool")],
     Discriminator(_part_kind),
 ]
+
+
+def message_steps(parts: Sequence[P]) -> list[list[P]]:
+    """The parts of an assistant message by model step: split before each step-start part
+    (which each step keeps first). Parts before the first step-start (a message written
+    without them) are a step of their own; a message without parts has no step. Works on
+    parts and on their wire dicts alike."""
+    steps: list[list[P]] = []
+    for part in parts:
+        kind = part.get("type") if isinstance(part, Mapping) else getattr(part, "type", None)
+        if kind == "step-start" or not steps:
+            steps.append([])
+        steps[-1].append(part)
+    return steps
 
 
 class Message(WireModel):
@@ -395,6 +425,16 @@ class Message(WireModel):
     role: Role
     parts: tuple[Part, ...] = ()
     metadata: dict[str, Json] | None = None
+
+    @property
+    def tool_parts(self) -> tuple[ToolPart, ...]:
+        """The message's tool parts, in order (an assistant turn's calls, step by step)."""
+        return tuple(part for part in self.parts if isinstance(part, ToolPart))
+
+    @property
+    def steps(self) -> list[list[Part]]:
+        """The message's parts by model step (see :func:`message_steps`)."""
+        return message_steps(self.parts)
 
     def to_wire(self) -> dict[str, JsonValue]:
         wire: dict[str, JsonValue] = {

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Generic, Literal, Protocol, TypeAlias, TypeVar
 
+from pydantic import Field
+
 from .json import JsonValue
 from .parts import Message, ToolDataItem, ToolPart
 from .state import RunState
@@ -97,12 +99,13 @@ class MessageDelta(WireModel):
     or ``"tool-input"``: the raw JSON text of the input of the tool call ``tool_call_id`` as
     the model writes it (its part is stored meanwhile in ``input-streaming``, its input parsed
     so far).
-    The fragments of a step, in order, are the text (and the reasoning) of message
-    ``message_id``, which is stored once, complete, when the step ends (a
+    The fragments of a step, in order, are the text (and the reasoning) of step ``step``
+    (0 for the first) of the turn's assistant message ``message_id``: the step's parts, after
+    its step-start part, are stored once, complete, when the step ends (a
     ``message-appended`` or ``message-replaced`` update; a step that streams a tool call's
-    input appends the message earlier, without text). A watch that starts during a step
-    first receives the step's text so far (and its reasoning so far) as one fragment each,
-    then the rest as it comes.
+    input stores its step-start and tool part earlier, without text). A watch that starts
+    during a step first receives the step's text so far (and its reasoning so far) as one
+    fragment each, then the rest as it comes.
     """
 
     type: Literal["message-delta"] = "message-delta"
@@ -112,6 +115,7 @@ class MessageDelta(WireModel):
     part: Literal["text", "reasoning", "tool-input"]
     delta: str
     tool_call_id: str | None = None
+    step: int = Field(default=0, ge=0)
 
     def to_wire(self) -> dict[str, JsonValue]:
         wire: dict[str, JsonValue] = {
@@ -119,6 +123,7 @@ class MessageDelta(WireModel):
             "threadId": self.thread_id,
             "runId": self.run_id,
             "messageId": self.message_id,
+            "step": self.step,
             "part": self.part,
             "delta": self.delta,
         }

@@ -125,9 +125,15 @@ class _Endpoints:
         )
         await self._thread(identity, chat_id)
         continued = last["role"] == "assistant"
-        answered = await self._answer(chat_id, parts if continued else [], body)
-        run_id = None if continued else await self._send(identity, chat_id, parts, body)
+        # Subscribed before the run starts (or resumes), so the stream misses none of its
+        # live fragments (a call's input text is live only).
         subscriber, frames = await self._hub.subscribe(chat_id, None, deltas=True)
+        try:
+            answered = await self._answer(chat_id, parts if continued else [], body)
+            run_id = None if continued else await self._send(identity, chat_id, parts, body)
+        except BaseException:
+            self._hub.unsubscribe(chat_id, subscriber)
+            raise
         turn = TurnFeed(
             frames[0],
             client_keys(parts) if continued else (),

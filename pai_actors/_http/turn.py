@@ -16,8 +16,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._core.json import JsonValue
+from .._core.parts import message_steps
 from .._protocol.replica import ThreadReplica
-from .ui_stream import Chunk, Key, TurnWriter, tool_input_key, transient_chunk, turn_parts
+from .ui_stream import (
+    Chunk,
+    Key,
+    StepKey,
+    TurnWriter,
+    tool_input_key,
+    transient_chunk,
+    turn_parts,
+    turn_steps,
+)
 
 _OVER = ("completed", "failed", "cancelled")
 
@@ -48,7 +58,15 @@ class TurnFeed:
         self._message_id = message_id
         self._answered = answered
         self._before: set[str] | None = None  # the ids of the messages before the turn
-        self.streaming: dict[str, dict[str, str]] = {}
+        self.streaming: dict[StepKey, dict[str, str]] = {}
+        # Calls whose input was streaming before this feed began: their earlier input
+        # fragments were live only, so the rest would not make the input; they get it whole.
+        self._joined_mid_input = {
+            part["toolCallId"]
+            for message in self.replica.messages
+            for part in message["parts"]
+            if part.get("state") == "input-streaming"
+        }
         self.writer = TurnWriter(self.thread_id, shown)
         self._locate()
 
@@ -108,13 +126,14 @@ class TurnFeed:
         running = self.running
         if self._before is None:
             return []
-        steps = [
+        messages = [
             message
             for message in self.replica.messages
             if message["id"] not in self._before and message["role"] == "assistant"
         ]
-        live = {mid: parts for mid, parts in self.streaming.items() if parts}
-        first = steps[0]["id"] if steps else next(iter(live), None)
+        live = {key: parts for key, parts in self.streaming.items() if parts}
+        first = messages[0]["id"] if messages else next((k[0] for k in live), None)
+        steps = turn_steps(messages)
         chunks = self.writer.update(first, turn_parts(steps, self.replica.pending, live))
         if not running:
             chunks.extend(self.writer.finish(self.run))
@@ -125,8 +144,11 @@ class TurnFeed:
         kind = frame.get("type")
         if kind == "delta":
             update = frame["update"]
-            fragments = self.streaming.setdefault(update["messageId"], {})
+            key = (update["messageId"], update.get("step", 0))
+            fragments = self.streaming.setdefault(key, {})
             part = update["part"]
+            if part == "tool-input" and update["toolCallId"] in self._joined_mid_input:
+                return []
             if part == "tool-input":  # a call's raw input text, by call
                 part = tool_input_key(update["toolCallId"])
             fragments[part] = fragments.get(part, "") + update["delta"]
@@ -138,9 +160,10 @@ class TurnFeed:
         if update["type"] == "tool-data":
             return [transient_chunk(update), *self.chunks()]
         if update["type"] in ("message-appended", "message-replaced"):
-            message = update["message"]
-            if any(part["type"] in ("text", "reasoning") for part in message["parts"]):
-                self.streaming.pop(message["id"], None)
+            message = update["message"]  # its steps with text are stored: no longer live
+            for n, parts in enumerate(message_steps(message["parts"])):
+                if any(part["type"] in ("text", "reasoning") for part in parts):
+                    self.streaming.pop((message["id"], n), None)
         elif update["type"] == "run-status" and update["run"]["status"] != "running":
             self.streaming.clear()
         return self.chunks()

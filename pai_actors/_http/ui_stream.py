@@ -1,11 +1,12 @@
 """A thread in the AI SDK's UI message vocabulary, and the stream of chunks that builds it
 (sans-IO: wire dicts in, wire dicts out).
 
-Storage keeps one assistant message per model step; a client of the AI SDK expects one
-assistant message per turn, with a ``step-start`` part before each step. :func:`ui_messages`
-projects a thread that way: the consecutive assistant messages after a user message are one
-UI message, with the id of the first. pai's own facts, which the SDK's validator would strip
-from a tool part, become data parts the validator keeps (see :func:`turn_parts`).
+Storage keeps one assistant message per turn, a ``step-start`` part before each model
+step, as a client of the AI SDK expects; a notification in the middle of a run splits its
+turn, so :func:`ui_messages` shows the consecutive assistant messages after a user message
+as one UI message, with the id of the first. pai's own facts, which the SDK's validator
+would strip from a tool part, become data parts the validator keeps (see
+:func:`turn_parts`).
 
 :class:`TurnWriter` turns a turn's successive projections (the target) into the UI message
 stream's chunks that bring a client's copy of the message there: a part the client lacks is
@@ -21,9 +22,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypeAlias
 
 from .._core.json import JsonValue
+from .._core.parts import message_steps
 
 Chunk: TypeAlias = dict[str, JsonValue]
 Key: TypeAlias = tuple[str, ...]
+StepKey: TypeAlias = tuple[str, int]
+"""A model step: its assistant message's id, its index in that message."""
 
 STREAM_HEADERS = {
     "content-type": "text/event-stream",
@@ -91,31 +95,42 @@ def ui_messages(
 
 def turn_message(
     thread_id: str,
-    steps: Sequence[Mapping[str, Any]],
+    messages: Sequence[Mapping[str, Any]],
     pending: Mapping[str, Any],
-    live: Mapping[str, Mapping[str, str]] | None = None,
+    live: Mapping[StepKey, Mapping[str, str]] | None = None,
 ) -> dict[str, JsonValue]:
-    """One UI message of a turn's assistant messages (its ``steps``), with the id of the
-    first and ``metadata: {"pai": {"threadId"}}``; ``live``: the text and reasoning a step
-    is streaming, by message id (see :func:`turn_parts`)."""
-    parts = [part for _, part in turn_parts(steps, pending, live)]
+    """One UI message of a turn's assistant messages, with the id of the first and
+    ``metadata: {"pai": {"threadId"}}``; ``live``: the text and reasoning a step is
+    streaming, by step (see :func:`turn_parts`)."""
+    parts = [part for _, part in turn_parts(turn_steps(messages), pending, live)]
     return {
-        "id": steps[0]["id"],
+        "id": messages[0]["id"],
         "role": "assistant",
         "parts": list[JsonValue](parts),
         "metadata": {"pai": {"threadId": thread_id}},
     }
 
 
+def turn_steps(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The model steps of a turn's assistant messages (wire dicts), in order: each with
+    ``key`` (its message's id, its index in that message) and ``parts`` (after its
+    step-start part)."""
+    return [
+        {"key": (message["id"], n), "parts": [p for p in parts if p["type"] != "step-start"]}
+        for message in messages
+        for n, parts in enumerate(message_steps(message["parts"]))
+    ]
+
+
 def turn_parts(
     steps: Sequence[Mapping[str, Any]],
     pending: Mapping[str, Any],
-    live: Mapping[str, Mapping[str, str]] | None = None,
+    live: Mapping[StepKey, Mapping[str, str]] | None = None,
 ) -> list[tuple[Key, dict[str, JsonValue]]]:
     """The parts of a turn's UI message, each with its key (what identifies it from one
-    projection to the next): per step a ``step-start``, its reasoning and text (``live``
-    text of a step not stored yet, ``state: "streaming"``), and per tool part the native
-    part, then its data parts:
+    projection to the next): per step (of :func:`turn_steps`) a ``step-start``, its
+    reasoning and text (``live`` text of a step not stored yet, ``state: "streaming"``), and
+    per tool part the native part, then its data parts:
 
     - ``data-<channel>`` for each stored tool-data item, id ``<toolCallId>:<itemId>``, data
       ``{"toolCallId", "id", "value", "updatedAt"}``;
@@ -128,11 +143,11 @@ def turn_parts(
     """
     live = live or {}
     out: list[tuple[Key, dict[str, JsonValue]]] = []
-    stored = {step["id"] for step in steps}
-    unstored = [{"id": mid, "parts": []} for mid in live if mid not in stored]
+    stored = {step["key"] for step in steps}
+    unstored = [{"key": key, "parts": []} for key in live if key not in stored]
     for n, step in enumerate([*steps, *unstored]):
         out.append((("step", str(n)), {"type": "step-start"}))
-        fragments = live.get(step["id"])
+        fragments = live.get(step["key"])
         texty = any(part["type"] in ("text", "reasoning") for part in step["parts"])
         counts = {"text": 0, "reasoning": 0}
         if fragments and not texty:

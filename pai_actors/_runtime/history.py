@@ -1,5 +1,9 @@
 """The model's view of a thread: model-facing messages built from the stored messages.
 
+An assistant message holds a turn: each of its model steps (split at its step-start parts)
+becomes an assistant message of what the step said and called, then a tool message of its
+finished calls' results, as the model wrote and received them.
+
 Reasoning parts go back to the model as :class:`ModelReasoningPart` with their provider
 metadata (an adapter gives back what its provider signed, and leaves out the rest). Only
 finished tool parts reach the model (a call still running or pending has no result to
@@ -28,7 +32,15 @@ from .._core.model import (
     ToolResultOutput,
     check_tool_result_output,
 )
-from .._core.parts import FilePart, Message, ReasoningPart, TextPart, ToolPart
+from .._core.parts import (
+    FilePart,
+    Message,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolPart,
+    message_steps,
+)
 from .._tools.registration import ToolRegistration, call_callback
 
 
@@ -49,29 +61,38 @@ async def model_messages(
         elif message.role == "system":
             out.append(ModelSystemMessage(text))
         else:
-            calls: list[ModelReasoningPart | ModelTextPart | ModelToolCallPart] = []
-            results: list[ModelToolResultPart] = []
-            for part in message.parts:
-                if isinstance(part, TextPart):
-                    calls.append(ModelTextPart(part.text))
-                elif isinstance(part, ReasoningPart):  # given back: a provider may need it
-                    calls.append(ModelReasoningPart(part.text, part.provider_metadata))
-                elif isinstance(part, ToolPart) and part.state in (
-                    "output-available",
-                    "output-error",
-                    "output-denied",
-                ):
-                    given = part.input if part.raw_input is None else part.raw_input
-                    calls.append(ModelToolCallPart(part.tool_call_id, part.tool_name, given))
-                    registration = (
-                        None if part.type == "dynamic-tool" else tools.get(part.tool_name)
-                    )
-                    output = await tool_result(part, registration)
-                    results.append(ModelToolResultPart(part.tool_call_id, part.tool_name, output))
-            if calls:
-                out.append(ModelAssistantMessage(calls))
-            if results:
-                out.append(ModelToolMessage(results))
+            for step in message_steps(message.parts):  # one assistant turn, step by step
+                out.extend(await _assistant_step(step, tools))
+    return out
+
+
+async def _assistant_step(
+    parts: Sequence[Part], tools: Mapping[str, ToolRegistration]
+) -> list[ModelMessage]:
+    """One model step of an assistant message: what it said and called, then the results of
+    its finished calls."""
+    calls: list[ModelReasoningPart | ModelTextPart | ModelToolCallPart] = []
+    results: list[ModelToolResultPart] = []
+    for part in parts:
+        if isinstance(part, TextPart):
+            calls.append(ModelTextPart(part.text))
+        elif isinstance(part, ReasoningPart):  # given back: a provider may need it
+            calls.append(ModelReasoningPart(part.text, part.provider_metadata))
+        elif isinstance(part, ToolPart) and part.state in (
+            "output-available",
+            "output-error",
+            "output-denied",
+        ):
+            given = part.input if part.raw_input is None else part.raw_input
+            calls.append(ModelToolCallPart(part.tool_call_id, part.tool_name, given))
+            registration = None if part.type == "dynamic-tool" else tools.get(part.tool_name)
+            output = await tool_result(part, registration)
+            results.append(ModelToolResultPart(part.tool_call_id, part.tool_name, output))
+    out: list[ModelMessage] = []
+    if calls:
+        out.append(ModelAssistantMessage(calls))
+    if results:
+        out.append(ModelToolMessage(results))
     return out
 
 

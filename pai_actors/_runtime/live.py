@@ -62,8 +62,8 @@ class LiveRun:
     holds the action ids whose accepted submission's resume began the tool's ``execute`` in
     this activation: when the runtime closes, only those submissions are recorded cancelled;
     the others stay stored intent, resumed when a later runtime loads the thread.
-    ``step_message_id``, ``step_text`` and ``step_reasoning`` describe the model step in
-    progress (``None`` and empty between steps).
+    ``step_message_id``, ``step_index``, ``step_text`` and ``step_reasoning`` describe the
+    model step in progress (``None`` and empty between steps).
     """
 
     thread: ThreadRecord
@@ -89,9 +89,11 @@ class LiveRun:
     ref: Any = None  # ActorRef[RunMessage], set right after spawn
     calls: Supervisor | None = None
     done: trio.Event = field(default_factory=trio.Event)
-    # The model step in progress: the id its assistant message will have, and the text and
-    # reasoning streamed so far (what a watch that starts mid-step receives first).
+    # The model step in progress: the id of its turn's assistant message, its index in that
+    # message, and the text and reasoning streamed so far (what a watch that starts mid-step
+    # receives first).
     step_message_id: str | None = None
+    step_index: int = 0
     step_text: list[str] = field(default_factory=list)
     step_reasoning: list[str] = field(default_factory=list)
     # What caused this activation, for its trace (a span context, or None): the calling

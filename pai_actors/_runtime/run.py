@@ -33,6 +33,7 @@ from .._core.call_record import ActionResolved, CallRecord
 from .._core.calls import cancel_call, unstart_entry
 from .._core.errors import AgentRunError, StoreConflict
 from .._core.model import ModelRequest
+from .._core.parts import message_steps
 from .._core.records import StoredCall
 from .._core.state import RunStatus
 from .._core.trigger import is_notification
@@ -202,7 +203,8 @@ async def _step(
     )
     messages = await services.store.list_messages(thread_id)
     max_steps = live.run.max_steps
-    if max_steps is not None and sum(m.role == "assistant" for m in messages) >= max_steps:
+    taken = sum(len(message_steps(m.parts)) for m in messages if m.role == "assistant")
+    if max_steps is not None and taken >= max_steps:
         raise AgentRunError(
             f"agent {live.agent_id!r} did not answer within {max_steps} model steps; raise "
             "max_steps or give it a clearer task",
@@ -211,9 +213,12 @@ async def _step(
     seen = {m.id for m in messages}
     history = await model_messages(messages, agent.tools)
     request = ModelRequest(agent.instructions, history, dict(prepared.tools), step_settings(live))
-    message_id = services.new_id("msg", thread_id)
+    # A turn is one assistant message: a step after another step of the run continues it;
+    # after any other message (the run's prompt, a notification) it begins a new one.
+    turn = messages[-1] if messages and messages[-1].role == "assistant" else None
+    message_id = services.new_id("msg", thread_id) if turn is None else turn.id
     with model_step(trace, live.model, request) as step:
-        stored = await read_step(services, live, request, message_id, prepared.client_tools)
+        stored = await read_step(services, live, request, turn, message_id, prepared.client_tools)
     live.phase = RunActorPhase.LOOKING
     services.message_index[message_id] = (live.thread_id, live.run_id)
     if not stored and live.run.status == "completed":  # stored with its final answer

@@ -38,7 +38,7 @@ from .._core.model import (
     ToolInputStart,
     Usage,
 )
-from .._core.parts import Message, ReasoningPart, TextPart
+from .._core.parts import Message, ReasoningPart, StepStartPart, TextPart, message_steps
 from .._core.records import StoredCall
 from .._core.step import ModelStep, StepAccumulator
 from .._core.updates import MessageDelta
@@ -135,10 +135,15 @@ async def read_step(
     services: Services,
     live: LiveRun,
     request: ModelRequest,
+    turn: Message | None,
     message_id: str,
     client_tools: Mapping[str, ClientTool],
 ) -> list[StartedCall]:
-    """Stream one model step into the assistant message ``message_id``; return its calls.
+    """Stream one model step into its turn's assistant message; return its calls.
+
+    The step continues ``turn`` (the thread's last message, an earlier step's of the run),
+    or begins the new assistant message ``message_id``: its parts are a step-start part,
+    then its reasoning, text and tool parts, after the turn's earlier steps.
 
     A streamed call's part is stored in ``input-streaming`` state at its
     :class:`ToolInputStart` and updated with each delta; the message gets its final text and
@@ -152,7 +157,14 @@ async def read_step(
     """
     accumulator = StepAccumulator()
     streamed: dict[str, StoredCall] = {}
-    appended = False
+    appended = False  # the step's step-start part is stored (its first call's input streams)
+    earlier = () if turn is None else turn.parts  # the turn's earlier steps
+    opened = Message(
+        id=message_id,
+        role="assistant",
+        parts=(*earlier, StepStartPart()),
+        metadata=None if turn is None else turn.metadata,
+    )
     # Every earlier call of the thread is finished by now, so the request's history has them.
     taken = {
         part.tool_call_id
@@ -162,6 +174,7 @@ async def read_step(
         if isinstance(part, ModelToolCallPart)
     }
     live.step_message_id = message_id
+    live.step_index = len(message_steps(earlier))
     live.step_text.clear()
     live.step_reasoning.clear()
     try:
@@ -187,11 +200,10 @@ async def read_step(
                         record=record,
                     )
                     async with services.transaction() as tx:
-                        if not appended:
-                            tx.append_message(
-                                live.thread_id,
-                                Message(id=message_id, role="assistant", parts=()),
-                            )
+                        if not appended and turn is None:
+                            tx.append_message(live.thread_id, opened)
+                        elif not appended:
+                            tx.replace_message(live.thread_id, opened)
                         staged = tx.put_call(call)
                         tx.put_tool_part(live.thread_id, message_id, to_part(record))
                     streamed[event.tool_call_id] = staged  # only once committed
@@ -208,6 +220,7 @@ async def read_step(
                                 thread_id=live.thread_id,
                                 run_id=live.run_id,
                                 message_id=message_id,
+                                step=live.step_index,
                                 part="tool-input",
                                 delta=event.delta,
                                 tool_call_id=event.tool_call_id,
@@ -261,18 +274,18 @@ async def read_step(
         for part in step.reasoning
     ]
     text = [TextPart(text=step.text)] if step.text else []
-    message = Message(
-        id=message_id,
-        role="assistant",
-        parts=(*reasoning, *text, *(to_part(r) for r, _ in started)),
-        metadata=_step_metadata(step),
+    message = opened.model_copy(
+        update={
+            "parts": (*opened.parts, *reasoning, *text, *(to_part(r) for r, _ in started)),
+            "metadata": _turn_metadata(opened.metadata, step),
+        }
     )
     run = live.run
     if step.usage is not None:
         run = run.model_copy(update={"usage": add_usage(run.usage, step.usage)})
     staged_run = None
     async with services.transaction() as tx:
-        if appended:
+        if appended or turn is not None:
             tx.replace_message(live.thread_id, message)
         else:
             tx.append_message(live.thread_id, message)
@@ -331,6 +344,7 @@ def _stream_delta(
                 thread_id=live.thread_id,
                 run_id=live.run_id,
                 message_id=message_id,
+                step=live.step_index,
                 part=part,
                 delta=event.text,
             )
@@ -370,15 +384,16 @@ def add_usage(total: Mapping[str, int] | None, usage: Usage) -> dict[str, int]:
     return summed
 
 
-def _step_metadata(step: ModelStep) -> dict[str, Any] | None:
-    """The assistant message's metadata: the step's ``usage`` and ``providerMetadata``
-    (``None`` when the model reported neither)."""
-    metadata: dict[str, Any] = {}
+def _turn_metadata(metadata: Mapping[str, Any] | None, step: ModelStep) -> dict[str, Any] | None:
+    """The turn's assistant message metadata once ``step`` is in it: ``usage`` summed over
+    its steps (each key over the steps that reported it), ``providerMetadata`` the latest
+    step's (``None`` while no step reported either)."""
+    turn = dict(metadata or {})
     if step.usage is not None:
-        metadata["usage"] = usage_wire(step.usage)
+        turn["usage"] = add_usage(turn.get("usage"), step.usage)
     if step.provider_metadata is not None:
-        metadata["providerMetadata"] = step.provider_metadata
-    return metadata or None
+        turn["providerMetadata"] = step.provider_metadata
+    return turn or None
 
 
 class StartedCall(NamedTuple):

@@ -1116,6 +1116,7 @@ class AgentRuntime:
                     thread_id=thread_id,
                     run_id=live.run_id,
                     message_id=live.step_message_id,
+                    step=live.step_index,
                     part=part,
                     delta="".join(fragments),
                 )

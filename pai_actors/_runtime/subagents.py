@@ -37,7 +37,7 @@ import trio
 
 from .._core.calls import link_sub_thread
 from .._core.errors import AgentRunError
-from .._core.parts import Message, TextPart
+from .._core.parts import Message, TextPart, message_steps
 from .._core.records import RunRecord, StoredCall, ThreadParent, ThreadRecord
 from .._tools.agent_runner import AgentRunResult, SubRunRequest, SubRunWaiting
 from .live import LiveRun
@@ -193,11 +193,9 @@ class SubRuns:
                 agent_id=agent_id,
             )
         messages = await store.list_messages(thread_id)
-        answers = [m for m in messages if m.role == "assistant"]
-        text = "".join(
-            p.text for p in (answers[-1].parts if answers else ()) if isinstance(p, TextPart)
-        )
-        return AgentRunResult(text, len(answers), thread_id)
+        steps = [s for m in messages if m.role == "assistant" for s in message_steps(m.parts)]
+        text = "".join(p.text for p in (steps[-1] if steps else ()) if isinstance(p, TextPart))
+        return AgentRunResult(text, len(steps), thread_id)
 
 
 async def cancelled_reason(services: Services, thread_id: str) -> str | None:

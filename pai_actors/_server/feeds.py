@@ -25,7 +25,7 @@ import trio
 
 from .._core.errors import WatchOverflow
 from .._core.json import JsonValue
-from .._core.parts import ToolPart
+from .._core.parts import ToolPart, message_steps
 from .._core.pending import PendingActionView
 from .._core.state import ThreadState
 from .._core.updates import (
@@ -143,8 +143,8 @@ class Feed:
     idle_since: float | None = None
     agent: AgentDefinition | None = None  # the thread's agent
     runs: dict[str, str] = field(default_factory=dict)  # message id -> run id
-    # The message a model step is streaming: (message id, run id) -> part -> text so far
-    streaming: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    # The step a model is streaming: (message id, run id, step) -> part -> text so far
+    streaming: dict[tuple[str, str, int], dict[str, str]] = field(default_factory=dict)
 
 
 class FeedHub:
@@ -303,7 +303,8 @@ class FeedHub:
         """Keep the fragment (for subscribers that join mid-step) and send it to the
         subscribers that take deltas."""
         if update.part != "tool-input":  # (a joiner gets the input parsed so far, stored)
-            so_far = feed.streaming.setdefault((update.message_id, update.run_id), {})
+            key = (update.message_id, update.run_id, update.step)
+            so_far = feed.streaming.setdefault(key, {})
             so_far[update.part] = so_far.get(update.part, "") + update.delta
         for subscriber in list(feed.subscribers):
             if subscriber.deltas is not None:
@@ -344,13 +345,14 @@ def _so_far(feed: Feed) -> list[dict[str, JsonValue]]:
     """The text and reasoning a model step of the feed's thread has streamed so far, as
     ``delta`` frames (reasoning first, as it streams first)."""
     frames: list[dict[str, JsonValue]] = []
-    for (message_id, run_id), parts in feed.streaming.items():
+    for (message_id, run_id, step), parts in feed.streaming.items():
         for part in ("reasoning", "text"):
             if parts.get(part):
                 update = MessageDelta(
                     thread_id=feed.thread_id,
                     run_id=run_id,
                     message_id=message_id,
+                    step=step,
                     part=part,
                     delta=parts[part],
                 )
@@ -361,14 +363,20 @@ def _so_far(feed: Feed) -> list[dict[str, JsonValue]]:
 def _end_streaming(
     feed: Feed, update: MessageAppended | MessageReplaced | RunStatusChanged
 ) -> None:
-    """Forget the streamed text of a message once it is stored (or its run stopped)."""
+    """Forget the streamed text of a step once it is stored (or its run stopped)."""
     if isinstance(update, RunStatusChanged):
         if update.run.status != "running":
             for key in [k for k in feed.streaming if k[1] == update.run.run_id]:
                 del feed.streaming[key]
         return
-    # (a step that streams a tool call's input appends its message early, without text)
+    # (a step that streams a tool call's input stores its step-start early, without text)
     message = update.message
-    if message.role == "assistant" and any(p.type in ("text", "reasoning") for p in message.parts):
-        for key in [k for k in feed.streaming if k[0] == update.message.id]:
+    if message.role != "assistant":
+        return
+    steps = message_steps(message.parts)
+    for key in [k for k in feed.streaming if k[0] == message.id]:
+        step = key[2]
+        if len(steps) > step + 1 or (
+            len(steps) == step + 1 and any(p.type in ("text", "reasoning") for p in steps[step])
+        ):
             del feed.streaming[key]

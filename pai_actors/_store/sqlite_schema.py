@@ -8,8 +8,10 @@ module holds behaviour and this one holds data definitions.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable
+from typing import Any
 
 from .._core.errors import StoreError
 
@@ -86,7 +88,113 @@ def _add_deadlines(db: sqlite3.Connection) -> None:
     )
 
 
-_MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_create_v1, _add_deadlines)
+def _one_message_per_turn(db: sqlite3.Connection) -> None:
+    """Version 3: an assistant message holds a turn. Until version 2 every model step was an
+    assistant message of its own; now each run of consecutive assistant messages of a thread
+    becomes one, with the first one's id, each step's parts after a step-start part, its
+    ``usage`` metadata summed over the steps (``providerMetadata``: the latest step's). The
+    calls (``message_id``) and sub-agent threads (``parent.message_id``) that named a merged
+    message name the turn's."""
+    renamed: dict[tuple[str, str], str] = {}  # (thread id, old message id) -> the turn's
+    for (thread_id,) in db.execute("SELECT thread_id FROM threads").fetchall():
+        rows = db.execute(
+            "SELECT message_id, json FROM messages WHERE thread_id = ? ORDER BY seq",
+            (thread_id,),
+        ).fetchall()
+        turn: list[tuple[str, dict[str, Any]]] = []
+        for message_id, text in [*rows, (None, '{"role": null}')]:
+            message = json.loads(text)
+            if message["role"] == "assistant":
+                turn.append((message_id, message))
+                continue
+            if turn:
+                _merge_turn(db, thread_id, turn)
+                renamed.update({(thread_id, old): turn[0][0] for old, _ in turn[1:]})
+                turn = []
+    if not renamed:
+        return
+    for thread_id, tool_call_id, text in db.execute(
+        "SELECT thread_id, tool_call_id, json FROM calls"
+    ).fetchall():
+        call = json.loads(text)
+        turn_id = renamed.get((thread_id, call["message_id"]))
+        if turn_id is not None:
+            call["message_id"] = turn_id
+            db.execute(
+                "UPDATE calls SET json = ? WHERE thread_id = ? AND tool_call_id = ?",
+                (json.dumps(call), thread_id, tool_call_id),
+            )
+    for thread_id, text in db.execute("SELECT thread_id, json FROM threads").fetchall():
+        thread = json.loads(text)
+        parent = thread.get("parent")
+        turn_id = (
+            None if parent is None else renamed.get((parent["thread_id"], parent["message_id"]))
+        )
+        if turn_id is not None:
+            parent["message_id"] = turn_id
+            db.execute(
+                "UPDATE threads SET json = ? WHERE thread_id = ?", (json.dumps(thread), thread_id)
+            )
+
+
+def _merge_turn(
+    db: sqlite3.Connection, thread_id: str, turn: list[tuple[str, dict[str, Any]]]
+) -> None:
+    """Write the assistant messages ``turn`` (id, stored JSON; in order) as its first one."""
+    turn_id, merged = turn[0]
+    parts: list[dict[str, Any]] = []
+    usage: dict[str, int] = {}
+    metadata = dict(merged.get("metadata") or {})
+    for message_id, message in turn:
+        parts.append({"type": "step-start"})
+        parts.extend(
+            json.loads(text)
+            for (text,) in db.execute(
+                "SELECT json FROM parts WHERE thread_id = ? AND message_id = ? ORDER BY position",
+                (thread_id, message_id),
+            )
+        )
+        step = message.get("metadata") or {}
+        for key, value in (step.get("usage") or {}).items():
+            usage[key] = usage.get(key, 0) + value
+        if "providerMetadata" in step:
+            metadata["providerMetadata"] = step["providerMetadata"]
+        db.execute(
+            "DELETE FROM parts WHERE thread_id = ? AND message_id = ?", (thread_id, message_id)
+        )
+        if message_id != turn_id:
+            db.execute(
+                "DELETE FROM messages WHERE thread_id = ? AND message_id = ?",
+                (thread_id, message_id),
+            )
+    if usage:
+        metadata["usage"] = usage
+    if metadata:
+        merged["metadata"] = metadata
+    db.execute(
+        "UPDATE messages SET json = ? WHERE thread_id = ? AND message_id = ?",
+        (json.dumps(merged), thread_id, turn_id),
+    )
+    db.executemany(
+        "INSERT INTO parts (thread_id, message_id, key, position, json) VALUES (?, ?, ?, ?, ?)",
+        [
+            (
+                thread_id,
+                turn_id,
+                part["toolCallId"] if "toolCallId" in part else f"#{index}",
+                index,
+                json.dumps(part),
+            )
+            for index, part in enumerate(parts)
+        ],
+    )
+
+
+_MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
+    _create_v1,
+    _add_deadlines,
+    _one_message_per_turn,
+)
 """``_MIGRATIONS[n]`` takes a database from schema version ``n`` to ``n + 1``, inside the
 opening transaction. A new schema version appends one step; released steps never change."""
 

@@ -7,6 +7,7 @@
 // runs this script. The script asks the test for what only the server side can do by
 // writing one JSON line on stdout ({"op": "release"}: let a confirmed `ship` call finish;
 // {"op": "release-text"}: let the `hello` step stream on after its first reasoning delta;
+// {"op": "release-input"}: let the `stream` step stream its call's input after the call started;
 // {"op": "restart"}: stop the server and start a new one on the same database and port) and
 // reading "ok" on stdin. Its last line is {"op": "result", "failures": [...], "scenarios":
 // [...], "validated": n}; a failed check is a failure, the script goes on with the next
@@ -14,6 +15,7 @@
 
 import { createInterface } from 'node:readline';
 import { createRequire } from 'node:module';
+import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
 
 import { answerBody, paiSchemas, pendingActions } from '../../js/pai-ai-sdk/index.mjs';
@@ -99,8 +101,24 @@ async function recordingFetch(url, init) {
   return new Response(theirs, { status: response.status, headers: response.headers });
 }
 
-function transport(token = ALICE) {
-  return new DefaultChatTransport({
+// DefaultChatTransport keeping every chunk of its response streams as the SDK parsed them
+// (parseJsonEventStream against uiMessageChunkSchema: a chunk the schema refuses fails the
+// chat), in the order AbstractChat reads them
+class ChunkRecordingTransport extends DefaultChatTransport {
+  chunks = [];
+  processResponseStream(stream) {
+    const record = new TransformStream({
+      transform: (chunk, controller) => {
+        this.chunks.push(structuredClone(chunk));
+        controller.enqueue(chunk);
+      },
+    });
+    return super.processResponseStream(stream).pipeThrough(record);
+  }
+}
+
+function transport(token = ALICE, Transport = DefaultChatTransport) {
+  return new Transport({
     api: `${BASE}/api/chat`,
     headers: { Authorization: `Bearer ${token}` },
     fetch: recordingFetch,
@@ -109,11 +127,11 @@ function transport(token = ALICE) {
 
 const chats = [];
 
-function newChat(id, messages = []) {
+function newChat(id, messages = [], chatTransport = transport()) {
   const chat = new Chat({
     id,
     messages,
-    transport: transport(),
+    transport: chatTransport,
     dataPartSchemas,
     messageMetadataSchema,
     sendAutomaticallyWhen: async options =>
@@ -191,6 +209,66 @@ async function approval(approved) {
   check(partsOf(chat, 'text')[0].text === 'done', 'the model goes on', last(chat));
   const resolved = partsOf(chat, 'data-pai-action')[0];
   check(resolved?.data.state === 'resolved', 'the pai-action is resolved', resolved);
+  check(chat.messages.length === 2, 'a user and one assistant message', chat.messages);
+}
+
+async function toolInput() {
+  // `stream`: the model streams the input of a `pay` call (which needs approval) in fragments,
+  // once the test lets it go on after the call started
+  const sdk = transport(ALICE, ChunkRecordingTransport);
+  const chat = newChat('http-tool-input', [], sdk);
+  const held = []; // the pay part as the chat's state held it after each chunk
+  const { pushMessage, replaceMessage } = chat.state;
+  const hold = message => {
+    const part = message.parts.find(p => p.type === 'tool-pay');
+    if (part) held.push(structuredClone(part));
+  };
+  chat.state.pushMessage = message => (hold(message), pushMessage(message));
+  chat.state.replaceMessage = (index, message) => (hold(message), replaceMessage(index, message));
+  const sent = chat.sendMessage({ text: 'stream' });
+  await waitFor('the call started', () => sdk.chunks.some(c => c.type === 'tool-input-start'));
+  await ask('release-input');  // the model goes on: every fragment arrives on its own
+  await sent;
+  const chunks = sdk.chunks;
+  const start = chunks.findIndex(c => c.type === 'tool-input-start' && c.toolName === 'pay');
+  check(start >= 0, 'the call starts with tool-input-start', chunks);
+  const { toolCallId } = chunks[start];
+  const available = chunks.findIndex(c => c.type === 'tool-input-available' && c.toolCallId === toolCallId);
+  check(available > start, 'then tool-input-available', chunks);
+  const deltas = chunks
+    .map((chunk, index) => ({ chunk, index }))
+    .filter(({ chunk }) => chunk.type === 'tool-input-delta' && chunk.toolCallId === toolCallId);
+  check(deltas.length >= 2, 'the input streams delta by delta', chunks);
+  check(deltas.every(({ index }) => start < index && index < available), 'every delta between the two', chunks);
+  const typed = deltas.map(({ chunk }) => chunk.inputTextDelta).join('');
+  const input = chunks[available].input;
+  check(isDeepStrictEqual(input, { amount: 2.5 }), 'the input the model called with', chunks[available]);
+  let parsed;
+  try {
+    parsed = JSON.parse(typed);
+  } catch (error) {
+    check(false, `the deltas joined are JSON (${error.message})`, typed);
+  }
+  check(isDeepStrictEqual(parsed, input), 'the deltas joined are the input', { typed, input });
+  const streaming = held.filter(part => part.state === 'input-streaming');
+  check(streaming.length === deltas.length + 1, 'the SDK held the part streaming after each chunk', held);
+  check(streaming.at(-1).rawInput === typed, 'with the text typed so far', streaming.at(-1));
+  check(isDeepStrictEqual(streaming.at(-1).input, input), 'parsed as partial JSON', streaming.at(-1));
+  const order = [...new Set(held.map(part => part.state))];
+  check(
+    isDeepStrictEqual(order, ['input-streaming', 'input-available', 'approval-requested']),
+    'streaming, then its input, then the approval',
+    order,
+  );
+  const part = toolPart(chat, 'pay');
+  check(part?.state === 'approval-requested', 'the approval is requested', last(chat));
+  check(isDeepStrictEqual(part.input, input), "the message's tool part has the input", part);
+  await chat.addToolApprovalResponse({ id: part.approval.id, approved: true });
+  await waitFor('the answer streamed', () => idle(chat)() && partsOf(chat, 'text').length > 0);
+  const after = toolPart(chat, 'pay');
+  check(after.state === 'output-available' && after.output?.paid === 2.5, 'the approved call ran', after);
+  check(isDeepStrictEqual(after.input, input), 'its input kept', after);
+  check(partsOf(chat, 'text')[0].text === 'done', 'the model goes on', last(chat));
   check(chat.messages.length === 2, 'a user and one assistant message', chat.messages);
 }
 
@@ -296,6 +374,7 @@ const scenarios = {
   text,
   approval: () => approval(true),
   denial: () => approval(false),
+  toolInput,
   clientTool,
   suspension,
   restart,

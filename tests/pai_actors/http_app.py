@@ -12,7 +12,9 @@
   (``{"approved": bool, "note"?: str}``), and once confirmed writes transient progress, then
   waits until the test releases it (:meth:`ChatApp.release`) and writes its final status;
 - ``boom``: calls ``boom``, which raises (``output-error``);
-- ``stream``: calls ``pay`` with its input streamed;
+- ``stream``: calls ``pay`` with its input streamed in fragments; once the call started
+  (its ``input-streaming`` part is stored) the model waits until the test releases it
+  (:meth:`ChatApp.release_input`), so a stream that is open by then gets every fragment;
 - anything else: ``echo: <text>``.
 
 After tool results the model says ``done``. :func:`serving_http` serves a test runtime on
@@ -46,6 +48,7 @@ from pai_actors import (
     SuspendPoint,
     TextDelta,
     ToolContext,
+    ToolInputStart,
     ToolRegistration,
     define_agent,
     define_tool,
@@ -92,11 +95,16 @@ class ChatApp:
     def __init__(self) -> None:
         self._gate, self._gate_receive = trio.open_memory_channel[None](math.inf)
         self._text_gate, self._text_gate_receive = trio.open_memory_channel[None](math.inf)
+        self._input_gate, self._input_gate_receive = trio.open_memory_channel[None](math.inf)
         self.agent = self._define_agent()
 
     def release_text(self) -> None:
         """Let one ``hello`` step stream on after its first reasoning delta."""
         self._text_gate.send_nowait(None)
+
+    def release_input(self) -> None:
+        """Let one ``stream`` step stream its call's input after the call started."""
+        self._input_gate.send_nowait(None)
 
     def release(self, count: int = 1) -> None:
         """Let ``count`` more confirmed ``ship`` calls finish."""
@@ -185,21 +193,32 @@ class ChatApp:
         return text(f"echo: {last.text}")
 
     def model(self) -> Model:
-        return _GatedModel(ScriptedModel([self.step] * 1000), self._text_gate_receive)
+        return _GatedModel(
+            ScriptedModel([self.step] * 1000), self._text_gate_receive, self._input_gate_receive
+        )
 
 
 class _GatedModel:
-    """A scripted model that waits for the test after a ``Think`` reasoning delta."""
+    """A scripted model that waits for the test after a ``Think`` reasoning delta, and after
+    a streamed call's start."""
 
-    def __init__(self, inner: ScriptedModel, gate: trio.MemoryReceiveChannel[None]) -> None:
+    def __init__(
+        self,
+        inner: ScriptedModel,
+        gate: trio.MemoryReceiveChannel[None],
+        input_gate: trio.MemoryReceiveChannel[None],
+    ) -> None:
         self._inner = inner
         self._gate = gate
+        self._input_gate = input_gate
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         async for event in self._inner.stream(request):
             yield event
             if isinstance(event, ReasoningDelta) and event.text == "Think":
                 await self._gate.receive()
+            elif isinstance(event, ToolInputStart):
+                await self._input_gate.receive()
 
 
 @dataclass(eq=False)

@@ -149,7 +149,7 @@ async def finish(
                 t.thread_id: [r.status for r in await rt.store.list_runs(t.thread_id)]
                 for t in await rt.store.list_threads("s")
             }
-            answer = state.messages[-1].parts[0] if state.messages else None
+            answer = state.messages[-1].parts[-1] if state.messages else None
             print(
                 json.dumps(
                     {

@@ -617,9 +617,9 @@ def facets(cases: dict[str, list[Any]]) -> set[str]:
             if isinstance(message.get("metadata"), dict) and "notification" in message["metadata"]:
                 shown.add(f"{message['role']} notification")
             for part in message["parts"]:
-                if part["type"] in ("reasoning", "file"):
+                if part["type"] in ("reasoning", "file", "step-start"):
                     shown.add(part["type"])
-                if part["type"] in ("text", "reasoning", "file"):
+                if part["type"] in ("text", "reasoning", "file", "step-start"):
                     continue
                 kind = "dynamic-tool" if part["type"] == "dynamic-tool" else "tool"
                 shown.add(f"{kind} {part['state']}")
@@ -641,7 +641,7 @@ def test_every_message_and_part_the_runtime_emits_passes_the_ai_sdk_validators()
     expected |= {"dynamic-tool input-available", "dynamic-tool output-available"}
     expected |= {"dynamic-tool output-error", "tool data", "system notification"}
     expected |= {"output-available with approval", "output-error with approval"}
-    expected |= {"reasoning", "file"}
+    expected |= {"reasoning", "file", "step-start"}
     expected |= {
         f"{kind} {state} with expiresAt"
         for kind, state in [

@@ -512,7 +512,7 @@ async def test_a_client_watching_mid_step_gets_the_text_so_far_then_the_rest() -
     assert [u.delta for u in early if isinstance(u, MessageDelta)] == ["Hel", "lo"]
     assert [u.delta for u in late if isinstance(u, MessageDelta)] == ["Hel", "lo"]
     [answer] = [u for u in late if is_answer(u)]
-    assert answer.message.parts[0].text == "Hello"  # type: ignore[union-attr]
+    assert answer.message.parts[-1].text == "Hello"  # type: ignore[union-attr]
     assert "Hello" not in str(joined.get_state().messages[:-1])  # deltas are not state
 
 
@@ -552,7 +552,7 @@ async def test_a_fast_model_and_a_small_watch_lose_no_text_and_no_watch() -> Non
     fragments = [u.delta for u in seen if isinstance(u, MessageDelta)]
     assert "".join(fragments) == expected
     [answer] = [u for u in seen if is_answer(u)]
-    assert answer.message.parts[0].text == expected  # type: ignore[union-attr]
+    assert answer.message.parts[-1].text == expected  # type: ignore[union-attr]
 
 
 async def test_a_client_picks_the_agent_that_runs_a_thread() -> None:
@@ -572,7 +572,7 @@ async def test_a_client_picks_the_agent_that_runs_a_thread() -> None:
                 await thread.send("who is there?")
                 await rt.wait_idle(thread.thread_id)
             answers = [
-                (await rt.get_state(t.thread_id)).messages[-1].parts[0].text  # type: ignore[union-attr]
+                (await rt.get_state(t.thread_id)).messages[-1].parts[-1].text  # type: ignore[union-attr]
                 for t in (default, picked)
             ]
             with pytest.raises(ServerError) as refused:

@@ -2,7 +2,8 @@
 
 The script uses the ``ai`` package's own ``DefaultChatTransport`` and ``AbstractChat`` (as
 ``useChat`` does) against a server on loopback: text and reasoning streamed delta by delta,
-an approval granted and one denied (``addToolApprovalResponse``), a client tool's output
+an approval granted and one denied (``addToolApprovalResponse``), a call's input streamed
+fragment by fragment, a client tool's output
 (``addToolOutput``), a named suspension answered with the stock ``sendMessage``, a run
 resumed (``resumeStream``) after the server restarted on the same SQLite file, and the
 scope rules; then ``safeValidateUIMessages`` over every message the endpoint produced, with
@@ -102,6 +103,9 @@ async def test_the_ai_sdk_drives_the_endpoint(tmp_path: Path) -> None:
                         elif command["op"] == "release-text":
                             assert host.served is not None
                             host.served.app.release_text()
+                        elif command["op"] == "release-input":
+                            assert host.served is not None
+                            host.served.app.release_input()
                         elif command["op"] == "restart":
                             await host.restart()
                         else:  # pragma: no cover
@@ -122,6 +126,7 @@ async def test_the_ai_sdk_drives_the_endpoint(tmp_path: Path) -> None:
         "text",
         "approval",
         "denial",
+        "toolInput",
         "clientTool",
         "suspension",
         "restart",

@@ -22,6 +22,7 @@ from pai_actors._http.ui_stream import (
     tool_input_key,
     transient_chunk,
     turn_parts,
+    turn_steps,
     ui_messages,
 )
 
@@ -177,9 +178,10 @@ def approval_action(call_id: str) -> dict[str, Any]:
     }
 
 
-TURN = [
+TURN = [  # as stored: one assistant message per turn, a step-start before each step
     assistant(
         "m2",
+        {"type": "step-start"},
         {"type": "reasoning", "text": "Hmm."},
         {"type": "text", "text": "Paying."},
         tool(
@@ -189,9 +191,19 @@ TURN = [
             approval={"id": "c1.approval", "approved": True},
             data={"progress": [item("status", {"step": "sent"})]},
         ),
+        {"type": "step-start"},
+        {"type": "text", "text": "done"},
     ),
-    assistant("m3", {"type": "text", "text": "done"}),
 ]
+
+
+def project(
+    messages: list[dict[str, Any]],
+    pending: dict[str, Any],
+    live: dict[tuple[str, int], dict[str, str]] | None = None,
+) -> list[tuple[tuple[str, ...], dict[str, Any]]]:
+    """The keyed UI parts of a turn's stored assistant messages (and its live steps)."""
+    return turn_parts(turn_steps(messages), pending, live)
 
 
 def test_a_turn_is_one_message_with_a_step_start_per_step() -> None:
@@ -221,11 +233,11 @@ def test_a_turn_is_one_message_with_a_step_start_per_step() -> None:
 
 def test_a_replay_builds_the_projected_message() -> None:
     writer = TurnWriter("t")
-    chunks = writer.update("m2", turn_parts(TURN, {}))
+    chunks = writer.update("m2", project(TURN, {}))
     chunks += writer.finish({"runId": "r1", "status": "completed", "error": None})
     client = Client().apply(chunks)
     assert client.id == "m2"
-    expected = _shape([p for _, p in turn_parts(TURN, {})])
+    expected = _shape([p for _, p in project(TURN, {})])
     # a granted approval shows as the call's output only: no request to answer again (and
     # no `tool-approval-response` chunk, which ai 6 does not know)
     del expected[3]["approval"]
@@ -242,17 +254,17 @@ def test_a_replay_builds_the_projected_message() -> None:
 def test_streamed_text_is_sent_once_then_ended_when_stored() -> None:
     writer = TurnWriter("t")
     client = Client()
-    client.apply(writer.update("m2", turn_parts([], {}, {"m2": {"text": "Hel"}})))
-    client.apply(writer.update("m2", turn_parts([], {}, {"m2": {"text": "Hello"}})))
+    client.apply(writer.update("m2", project([], {}, {("m2", 0): {"text": "Hel"}})))
+    client.apply(writer.update("m2", project([], {}, {("m2", 0): {"text": "Hello"}})))
     stored = [assistant("m2", {"type": "text", "text": "Hello"})]
-    chunks = writer.update("m2", turn_parts(stored, {}))
+    chunks = writer.update("m2", project(stored, {}))
     assert chunks == [{"type": "text-end", "id": "text-0-0"}]
     client.apply(chunks)
     assert client.parts == [
         {"type": "step-start"},
         {"type": "text", "text": "Hello", "state": "done"},
     ]
-    assert writer.update("m2", turn_parts(stored, {})) == []
+    assert writer.update("m2", project(stored, {})) == []
 
 
 def test_a_streaming_calls_input_text_is_sent_as_it_comes_once() -> None:
@@ -263,7 +275,7 @@ def test_a_streaming_calls_input_text_is_sent_as_it_comes_once() -> None:
     client = Client()
     streaming = [assistant("m2", tool("c1", "input-streaming"))]
     key = tool_input_key("c1")
-    first = writer.update("m2", turn_parts(streaming, {}, {"m2": {key: '{"amo'}}))
+    first = writer.update("m2", project(streaming, {}, {("m2", 0): {key: '{"amo'}}))
     assert [c["type"] for c in first] == [
         "start",
         "start-step",
@@ -271,13 +283,13 @@ def test_a_streaming_calls_input_text_is_sent_as_it_comes_once() -> None:
         "tool-input-delta",
     ]
     client.apply(first)
-    more = writer.update("m2", turn_parts(streaming, {}, {"m2": {key: '{"amount": 3}'}}))
+    more = writer.update("m2", project(streaming, {}, {("m2", 0): {key: '{"amount": 3}'}}))
     assert more == [{"type": "tool-input-delta", "toolCallId": "c1", "inputTextDelta": 'unt": 3}'}]
     client.apply(more)
-    assert writer.update("m2", turn_parts(streaming, {}, {"m2": {key: '{"amount": 3}'}})) == []
+    assert writer.update("m2", project(streaming, {}, {("m2", 0): {key: '{"amount": 3}'}})) == []
     assert client.tool("c1")["inputText"] == '{"amount": 3}'
     stored = [assistant("m2", tool("c1", "input-available"))]
-    client.apply(writer.update("m2", turn_parts(stored, {})))
+    client.apply(writer.update("m2", project(stored, {})))
     assert client.tool("c1")["input"] == {"amount": 3}
 
 
@@ -287,7 +299,7 @@ def test_a_continuation_sends_only_what_the_client_lacks() -> None:
             "m2", tool("c1", "approval-responded", approval={"id": "c1.approval", "approved": True})
         )
     ]
-    held = [p for _, p in turn_parts(waiting, {})]  # what the client holds after answering
+    held = [p for _, p in project(waiting, {})]  # what the client holds after answering
     writer = TurnWriter("t", client_keys(held))
     ran = [
         assistant(
@@ -301,7 +313,7 @@ def test_a_continuation_sends_only_what_the_client_lacks() -> None:
         ),
         assistant("m3", {"type": "text", "text": "done"}),
     ]
-    chunks = writer.update("m2", turn_parts(ran, {}))
+    chunks = writer.update("m2", project(ran, {}))
     assert [c["type"] for c in chunks] == [
         "start",
         "tool-output-available",
@@ -311,13 +323,13 @@ def test_a_continuation_sends_only_what_the_client_lacks() -> None:
         "text-end",
     ]
     client = Client(held).apply(chunks)
-    assert _shape(client.parts) == _shape([p for _, p in turn_parts(ran, {})])
+    assert _shape(client.parts) == _shape([p for _, p in project(ran, {})])
 
 
 def test_an_approval_answered_elsewhere_is_answered_on_the_client_first() -> None:
     asked = [assistant("m2", tool("c1", "approval-requested", approval={"id": "c1.approval"}))]
     writer = TurnWriter("t")
-    client = Client().apply(writer.update("m2", turn_parts(asked, {"c1": approval_action("c1")})))
+    client = Client().apply(writer.update("m2", project(asked, {"c1": approval_action("c1")})))
     assert client.tool("c1")["state"] == "approval-requested"
     pending = [p for p in client.parts if p["type"] == "data-pai-action"]
     assert pending[0]["data"]["state"] == "pending"
@@ -330,7 +342,7 @@ def test_an_approval_answered_elsewhere_is_answered_on_the_client_first() -> Non
             ),
         )
     ]
-    chunks = writer.update("m2", turn_parts(ran, {}))
+    chunks = writer.update("m2", project(ran, {}))
     assert [c["type"] for c in chunks] == [
         "tool-approval-response",
         "tool-output-available",
@@ -354,7 +366,7 @@ def test_a_denial_replays_with_its_answer() -> None:
             ),
         )
     ]
-    client = Client().apply(TurnWriter("t").update("m2", turn_parts(denied, {})))
+    client = Client().apply(TurnWriter("t").update("m2", project(denied, {})))
     assert client.tool("c1") == {
         "type": "tool-pay",
         "toolCallId": "c1",
@@ -367,7 +379,7 @@ def test_a_denial_replays_with_its_answer() -> None:
 def test_invalid_input_is_a_tool_input_error() -> None:
     broken = tool("c1", "output-error", errorText="bad input", rawInput={"amount": "x"})
     del broken["input"]
-    chunks = TurnWriter("t").update("m2", turn_parts([assistant("m2", broken)], {}))
+    chunks = TurnWriter("t").update("m2", project([assistant("m2", broken)], {}))
     assert chunks[-1] == {
         "type": "tool-input-error",
         "toolCallId": "c1",
@@ -380,10 +392,10 @@ def test_invalid_input_is_a_tool_input_error() -> None:
 def test_data_items_update_in_place_and_transient_ones_only_live() -> None:
     writer = TurnWriter("t")
     first = [assistant("m2", tool("c1", "input-available", data={"progress": [item("s", 1)]}))]
-    writer.update("m2", turn_parts(first, {}))
-    assert writer.update("m2", turn_parts(first, {})) == []
+    writer.update("m2", project(first, {}))
+    assert writer.update("m2", project(first, {})) == []
     second = [assistant("m2", tool("c1", "input-available", data={"progress": [item("s", 2)]}))]
-    assert writer.update("m2", turn_parts(second, {})) == [
+    assert writer.update("m2", project(second, {})) == [
         {
             "type": "data-progress",
             "id": "c1:s",
@@ -410,7 +422,7 @@ def test_suspensions_and_cancellations_are_data_parts() -> None:
         suspensions=[episode],
         cancelled={"reason": "stop", "at": AT},
     )
-    parts = [p for _, p in turn_parts([assistant("m2", part)], {})]
+    parts = [p for _, p in project([assistant("m2", part)], {})]
     assert [p["type"] for p in parts] == [
         "step-start",
         "tool-pay",
@@ -471,14 +483,14 @@ def test_any_observed_states_lead_the_client_to_the_last(path: str, data: st.Dat
     start = data.draw(st.sampled_from([None, *range(seen[0] + 1)]))  # what the client held
     held: list[dict[str, Any]] = []
     if start is not None:
-        held = [p for _, p in turn_parts([assistant("m2", _at(path, states[start]))], {})]
+        held = [p for _, p in project([assistant("m2", _at(path, states[start]))], {})]
     writer = TurnWriter("t", client_keys(held))
     client = Client(held)
     for index in seen:
         target = [assistant("m2", _at(path, states[index]))]
-        client.apply(writer.update("m2", turn_parts(target, {})))
+        client.apply(writer.update("m2", project(target, {})))
     final = [assistant("m2", _at(path, states[seen[-1]]))]
-    expected = _shape([p for _, p in turn_parts(final, {})])
+    expected = _shape([p for _, p in project(final, {})])
     got = _shape(client.parts)
     if states[seen[-1]] in ("output-available", "output-error") and path == "approved":
         # a granted approval a client never saw is not sent: the call's output says it all
@@ -571,10 +583,54 @@ def test_a_waiting_status_older_than_the_answer_does_not_end_the_stream() -> Non
     ]
     frame = snapshot(asked, [{"runId": "r1", "status": "waiting", "error": None}])
     frame["pendingActions"] = [approval_action("c1")]
-    held = client_keys([p for _, p in turn_parts(asked[1:], {"c1": approval_action("c1")})])
+    held = client_keys([p for _, p in project(asked[1:], {"c1": approval_action("c1")})])
     feed = TurnFeed(frame, held, message_id="m2", answered=frozenset({"c1.approval"}))
     assert feed.running
     assert not any(c["type"] == "finish" for c in feed.chunks())
     feed.apply(update(1, run("running", "r1")))
     feed.apply(update(2, run("waiting", "r1")))
     assert feed.done  # waiting again, now on nothing it answered: over
+
+
+def delta_frame(part: str, text: str, step: int, **extra: Any) -> dict[str, Any]:
+    body = {"type": "message-delta", "threadId": "t", "runId": "r1", "messageId": "m2"}
+    body |= {"step": step, "part": part, "delta": text} | extra
+    return {"v": 1, "type": "delta", "threadId": "t", "update": body}
+
+
+def test_the_next_step_of_a_turn_streams_into_the_same_message() -> None:
+    first_step = [{"type": "step-start"}, tool("c1", "output-available", output={"paid": 3})]
+    stored = [user("m1", "pay"), assistant("m2", *first_step)]
+    feed = TurnFeed(snapshot(stored, [{"runId": "r1", "status": "running", "error": None}]))
+    client = Client().apply(feed.chunks())
+    client.apply(feed.apply(delta_frame("text", "Do", step=1)))
+    client.apply(feed.apply(delta_frame("text", "ne", step=1)))
+    assert client.parts[-2:] == [
+        {"type": "step-start"},
+        {"type": "text", "text": "Done", "state": "streaming"},
+    ]
+    whole = assistant("m2", *first_step, {"type": "step-start"}, {"type": "text", "text": "Done"})
+    message = {"type": "message-replaced", "threadId": "t", "message": whole}
+    client.apply(feed.apply(update(1, message, pendingActions={})))
+    client.apply(feed.apply(update(2, run("completed", "r1"))))
+    assert feed.done
+    assert client.id == "m2"
+    assert [p["type"] for p in client.parts] == ["step-start", "tool-pay", "step-start", "text"]
+    assert client.parts[-1] == {"type": "text", "text": "Done", "state": "done"}
+
+
+def test_a_stream_that_joins_in_the_middle_of_a_calls_input_gets_it_whole() -> None:
+    """The input fragments before the feed began were live only: the later ones alone would
+    not make the input, so the client gets none of them, then the input whole."""
+    streaming = [{"type": "step-start"}, tool("c1", "input-streaming")]
+    stored = [user("m1", "pay"), assistant("m2", *streaming)]
+    feed = TurnFeed(snapshot(stored, [{"runId": "r1", "status": "running", "error": None}]))
+    client = Client().apply(feed.chunks())
+    key = {"toolCallId": "c1"}
+    assert feed.apply(delta_frame("tool-input", 'unt": 3}', step=0, **key)) == []
+    available = assistant("m2", {"type": "step-start"}, tool("c1", "input-available"))
+    message = {"type": "message-replaced", "threadId": "t", "message": available}
+    chunks = feed.apply(update(1, message, pendingActions={}))
+    assert [c["type"] for c in chunks] == ["tool-input-available"]
+    client.apply(chunks)
+    assert client.parts[-1]["input"] == {"amount": 3}

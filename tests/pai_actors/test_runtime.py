@@ -63,7 +63,7 @@ def tool_results(model: ScriptedModel, step: int) -> list[dict[str, Any]]:
 
 
 def tool_parts(state: Any) -> list[Any]:
-    return [p for m in state.messages for p in m.parts if p.type != "text"]
+    return [p for m in state.messages for p in m.parts if p.type not in ("text", "step-start")]
 
 
 async def test_api_example(autojump_clock: trio.testing.MockClock) -> None:
@@ -91,7 +91,7 @@ async def test_api_example(autojump_clock: trio.testing.MockClock) -> None:
     assert part.state == "output-available"
     assert part.output == {"approved": True}
     assert tool_results(model, 1)[0]["output"] == {"type": "json", "value": {"approved": True}}
-    assert state.messages[-1].parts[0].to_wire() == {"type": "text", "text": "Sent."}
+    assert state.messages[-1].parts[-1].to_wire() == {"type": "text", "text": "Sent."}
 
 
 async def test_plain_tool_output_reaches_the_model(autojump_clock: trio.testing.MockClock) -> None:
@@ -453,7 +453,7 @@ async def test_closing_leaves_suspended_calls_pending_and_a_new_runtime_resumes(
             await rt.wait_idle(thread_id)
             state = await rt.get_state(thread_id)
     assert [r.status for r in state.runs] == ["completed"]
-    assert state.messages[-1].parts[0].to_wire() == {"type": "text", "text": "resumed"}
+    assert state.messages[-1].parts[-1].to_wire() == {"type": "text", "text": "resumed"}
 
 
 async def test_closing_records_running_calls_as_cancelled(
@@ -475,7 +475,12 @@ async def test_closing_records_running_calls_as_cancelled(
             await rt.send(thread_id, "go")
             await started.wait()
             await trio.testing.wait_all_tasks_blocked()
-    parts = [p for m in await store.list_messages(thread_id) for p in m.parts if p.type != "text"]
+    parts = [
+        p
+        for m in await store.list_messages(thread_id)
+        for p in m.parts
+        if p.type not in ("text", "step-start")
+    ]
     assert [p.state for p in parts] == ["output-error", "input-available"]
     assert parts[0].error_text == "The tool call was cancelled: the runtime is closing"
     assert [a.ref.name for a in await store.list_pending_actions(thread_id)] == ["ask.approval"]
@@ -507,7 +512,7 @@ async def test_a_call_still_streaming_is_recorded_cancelled_with_the_reason(
     reason = "stop" if how == "cancel_run" else "the runtime is closing"
     async with create_test_runtime(agent, model=ScriptedModel([]), store=store.reopen()) as rt:
         state = await rt.get_state(tid)
-    [part] = [p for m in state.messages for p in m.parts if p.type != "text"]
+    [part] = [p for m in state.messages for p in m.parts if p.type not in ("text", "step-start")]
     assert (part.state, part.error_text) == (
         "output-error",
         f"The tool call was cancelled: {reason}",

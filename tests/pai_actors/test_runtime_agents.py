@@ -133,7 +133,7 @@ async def test_a_suspended_call_resumes_with_its_agents_tool_after_a_reopen(
             assert (await action.submit({"cents": 400})).status == "accepted"
             await rt.wait_idle(thread_id)
             state = await rt.get_state(thread_id)
-    [part] = [p for m in state.messages for p in m.parts if p.type != "text"]
+    [part] = [p for m in state.messages for p in m.parts if p.type not in ("text", "step-start")]
     assert (part.state, part.output) == ("output-available", {"refunded": 400})
     assert [run.status for run in state.runs] == ["completed"]
     assert model.requests[-1].instructions == "Bill."
@@ -173,7 +173,7 @@ async def test_each_agent_uses_its_own_model_unless_the_runtime_gives_one(
         await rt.send(thread_id, "hi")
         await rt.wait_idle(thread_id)
         state = await rt.get_state(thread_id)
-    assert state.messages[-1].parts[0].to_wire() == {"type": "text", "text": "from billing"}
+    assert state.messages[-1].parts[-1].to_wire() == {"type": "text", "text": "from billing"}
     assert (len(support_model.requests), len(billing_model.requests)) == (0, 1)
 
 
@@ -214,7 +214,7 @@ async def test_test_runtime_timestamps_follow_the_mock_clock(
         await action.cancel("too late")
         await rt.wait_idle(thread_id)
         state = await rt.get_state(thread_id)
-    [part] = [p for m in state.messages for p in m.parts if p.type != "text"]
+    [part] = [p for m in state.messages for p in m.parts if p.type not in ("text", "step-start")]
     [episode] = part.suspensions
     at = EPOCH + timedelta(seconds=start)
     assert episode.suspended_at == at + timedelta(seconds=5)
@@ -234,7 +234,7 @@ async def test_a_runtime_records_the_time_its_clock_gives(
         await rt.send(thread_id, "go")
         await rt.wait_idle(thread_id)
         state = await rt.get_state(thread_id)
-    [part] = [p for m in state.messages for p in m.parts if p.type != "text"]
+    [part] = [p for m in state.messages for p in m.parts if p.type not in ("text", "step-start")]
     assert part.pending_suspension is not None
     assert part.pending_suspension.suspended_at == fixed
 

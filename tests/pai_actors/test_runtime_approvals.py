@@ -32,7 +32,7 @@ def pay_tool(ran: list[Any]) -> Any:
 
 
 def tool_parts(state: Any) -> list[Any]:
-    return [p for m in state.messages for p in m.parts if p.type != "text"]
+    return [p for m in state.messages for p in m.parts if p.type not in ("text", "step-start")]
 
 
 def results(model: ScriptedModel) -> list[dict[str, Any]]:

@@ -181,7 +181,9 @@ async def _race(
 
         state = await rt.get_state(tid)
         [run] = state.runs
-        [part] = [p for m in state.messages for p in m.parts if p.type != "text"]
+        [part] = [
+            p for m in state.messages for p in m.parts if p.type not in ("text", "step-start")
+        ]
         assert results["resolve"] in ("accepted", "rejected")
         assert run.status in ("cancelled", "completed"), run
         # cancel_run says what it left: cancelled, or the run had already ended.

@@ -76,6 +76,7 @@ from pai_actors import (
     ToolContext,
     define_agent,
     define_tool,
+    message_steps,
 )
 from pai_actors.testing import create_test_runtime
 
@@ -358,7 +359,9 @@ class World:
 
 
 def tool_parts(state: Any) -> list[dict[str, Any]]:
-    return [p.to_wire() for m in state.messages for p in m.parts if p.type != "text"]
+    return [
+        p.to_wire() for m in state.messages for p in m.parts if p.type not in ("text", "step-start")
+    ]
 
 
 def is_cancelled(part: dict[str, Any]) -> bool:
@@ -473,7 +476,10 @@ async def check_closed_store(world: World) -> None:
         [run] = await store.list_runs(tid)
         assert run.status != "running", f"{run} still runs after the runtime closed"
         parts = [
-            p.to_wire() for m in await store.list_messages(tid) for p in m.parts if p.type != "text"
+            p.to_wire()
+            for m in await store.list_messages(tid)
+            for p in m.parts
+            if p.type not in ("text", "step-start")
         ]
         listed = {a.ref.action_id for a in await store.list_pending_actions(tid)}
         assert listed == {pending_id(p) for p in parts if pending_id(p) is not None}
@@ -775,7 +781,9 @@ async def check_final(world: World) -> None:
     for thread, tid in enumerate(world.tids):
         [run] = await store.list_runs(tid)
         messages = await store.list_messages(tid)
-        parts = [p.to_wire() for m in messages for p in m.parts if p.type != "text"]
+        parts = [
+            p.to_wire() for m in messages for p in m.parts if p.type not in ("text", "step-start")
+        ]
         planned = [call_id(thread, j) for j in range(len(world.scenario.threads[thread].calls))]
         called = sorted(p["toolCallId"] for p in parts)
         # Closed or cancelled during the model's first step, a run has no calls.
@@ -784,7 +792,8 @@ async def check_final(world: World) -> None:
             parts_by_id[part["toolCallId"]] = part
             assert part["state"] in TERMINAL, part
         if run.status == "completed":
-            assert messages[-1].to_wire()["parts"] == [{"type": "text", "text": "done"}]
+            final = message_steps(messages[-1].to_wire()["parts"])[-1]  # type: ignore[arg-type]
+            assert final == [{"type": "step-start"}, {"type": "text", "text": "done"}]
         else:
             assert run.status == "cancelled", run
     for cid, part in parts_by_id.items():

@@ -63,7 +63,9 @@ async def run_agent(tools: dict[str, Any], binding: Any, **runtime: Any) -> Any:
             await rt.send(thread_id, "go")
             await rt.wait_idle(thread_id)
             state = await rt.get_state(thread_id)
-    return [p for m in state.messages for p in m.parts if p.type != "text"], thread_id
+    return [
+        p for m in state.messages for p in m.parts if p.type not in ("text", "step-start")
+    ], thread_id
 
 
 async def test_a_facade_is_acquired_before_execute_and_released_after(
@@ -129,7 +131,12 @@ async def test_a_facade_is_released_once_on_failure_and_on_cancellation(
             await trio.testing.wait_all_tasks_blocked()
             await rt.cancel_run(run_id, "stop")
             state = await rt.get_state(thread_id)
-    parts = {p.tool_name: p for m in state.messages for p in m.parts if p.type != "text"}
+    parts = {
+        p.tool_name: p
+        for m in state.messages
+        for p in m.parts
+        if p.type not in ("text", "step-start")
+    }
     assert parts["crash"].error_text == "command failed"
     assert parts["hang"].error_text == "The tool call was cancelled: stop"
     exits = sorted(entry[1] for entry in log if entry[0] == "exit")
@@ -258,10 +265,15 @@ async def test_files_are_saved_and_read_in_the_threads_scope_only(
         "text/csv",
         {"rows": 1},
     )
-    [save_part] = [p for m in mine_state.messages for p in m.parts if p.type != "text"]
+    [save_part] = [
+        p for m in mine_state.messages for p in m.parts if p.type not in ("text", "step-start")
+    ]
     assert save_part.output == {"size": 8, "same": True}
     outputs = {
-        p.tool_name: p.output for m in theirs_state.messages for p in m.parts if p.type != "text"
+        p.tool_name: p.output
+        for m in theirs_state.messages
+        for p in m.parts
+        if p.type not in ("text", "step-start")
     }
     assert outputs == {"other": "not found", "big": [11, 10]}
     assert "in this scope" in outcomes[0]

@@ -69,7 +69,7 @@ async def run(tool: Any, **runtime: Any) -> Any:
             run_id = await rt.send(thread_id, "go")
             await rt.wait_idle(thread_id)
             state = await rt.get_state(thread_id)
-    parts = [p for m in state.messages for p in m.parts if p.type != "text"]
+    parts = [p for m in state.messages for p in m.parts if p.type not in ("text", "step-start")]
     return parts, state, model, run_id
 
 
@@ -323,7 +323,7 @@ async def test_cancelling_the_run_cancels_the_parent_and_every_child(
             await trio.testing.wait_all_tasks_blocked()
             await rt.cancel_run(run_id, "user left")
             state = await rt.get_state(thread_id)
-    [part] = [p for m in state.messages for p in m.parts if p.type != "text"]
+    [part] = [p for m in state.messages for p in m.parts if p.type not in ("text", "step-start")]
     assert part.error_text == "The tool call was cancelled: user left"
     assert sorted(exits) == [(0, True), (1, True)]
     assert [r.status for r in state.runs] == ["cancelled"]

@@ -52,7 +52,7 @@ def crashed(store: MemoryStore) -> MemoryStore:
 
 
 def parts_of(state: Any) -> list[Any]:
-    return [p for m in state.messages for p in m.parts if p.type != "text"]
+    return [p for m in state.messages for p in m.parts if p.type not in ("text", "step-start")]
 
 
 def blocking_tool(runs: list[str], started: trio.Event, **registration: Any) -> Any:

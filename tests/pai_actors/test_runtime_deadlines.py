@@ -200,8 +200,8 @@ async def test_each_kind_of_action_resolves_at_its_deadline_as_declared(
             state = await rt.get_state(thread_id)
             [part] = tool_parts(state)
             wire = state.to_wire()["messages"][1]
-            assert wire["parts"][0]["expiresAt"] == "2026-01-01T01:00:00Z"  # type: ignore[index,call-overload]
-            from_part = rt.get_pending_action(wire, wire["parts"][0])  # type: ignore[arg-type,index,call-overload]
+            assert wire["parts"][1]["expiresAt"] == "2026-01-01T01:00:00Z"  # type: ignore[index,call-overload]
+            from_part = rt.get_pending_action(wire, wire["parts"][1])  # type: ignore[arg-type,index,call-overload]
             assert from_part is not None
             assert (from_part.ref, from_part.expires_at) == (action.ref, EPOCH + HOUR)
 

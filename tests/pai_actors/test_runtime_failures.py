@@ -31,7 +31,7 @@ class Query(BaseModel):
 
 
 def parts(state: Any) -> list[Any]:
-    return [p for m in state.messages for p in m.parts if p.type != "text"]
+    return [p for m in state.messages for p in m.parts if p.type not in ("text", "step-start")]
 
 
 def raising(ctx: ToolContext) -> Any:

@@ -61,7 +61,7 @@ def approval_tool() -> Any:
 
 
 def tool_parts(state: Any) -> list[Any]:
-    return [p for m in state.messages for p in m.parts if p.type != "text"]
+    return [p for m in state.messages for p in m.parts if p.type not in ("text", "step-start")]
 
 
 class PausingModel:

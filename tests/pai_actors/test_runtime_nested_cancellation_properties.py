@@ -97,6 +97,7 @@ from pai_actors import (
     capability,
     define_agent,
     define_tool,
+    message_steps,
 )
 from pai_actors.testing import create_test_runtime
 
@@ -527,7 +528,9 @@ class World:
 
 
 def tool_parts(state: Any) -> list[dict[str, Any]]:
-    return [p.to_wire() for m in state.messages for p in m.parts if p.type != "text"]
+    return [
+        p.to_wire() for m in state.messages for p in m.parts if p.type not in ("text", "step-start")
+    ]
 
 
 def is_cancelled(part: dict[str, Any]) -> bool:
@@ -631,7 +634,10 @@ async def check_closed(world: World) -> None:
         [run] = await store.list_runs(tid)
         assert run.status != "running", f"{run} still runs after the runtime closed"
         parts = [
-            p.to_wire() for m in await store.list_messages(tid) for p in m.parts if p.type != "text"
+            p.to_wire()
+            for m in await store.list_messages(tid)
+            for p in m.parts
+            if p.type not in ("text", "step-start")
         ]
         check_parts(world, thread, run, parts)
         listed = {a.ref.action_id for a in await store.list_pending_actions(tid)}
@@ -803,7 +809,9 @@ async def check_final(world: World) -> None:
     for thread, tid in enumerate(world.tids):
         [run] = await store.list_runs(tid)
         messages = await store.list_messages(tid)
-        parts = [p.to_wire() for m in messages for p in m.parts if p.type != "text"]
+        parts = [
+            p.to_wire() for m in messages for p in m.parts if p.type not in ("text", "step-start")
+        ]
         called = sorted(p["toolCallId"] for p in parts)
         # Child calls are never parts; a run cancelled in its first model step has none.
         assert called == world.planned(thread) or (not called and run.status == "cancelled")
@@ -811,7 +819,8 @@ async def check_final(world: World) -> None:
             parts_by_id[part["toolCallId"]] = part
             assert part["state"] in TERMINAL, part
         if run.status == "completed":
-            assert messages[-1].to_wire()["parts"] == [{"type": "text", "text": "done"}]
+            final = message_steps(messages[-1].to_wire()["parts"])[-1]  # type: ignore[arg-type]
+            assert final == [{"type": "step-start"}, {"type": "text", "text": "done"}]
         else:
             assert run.status == "cancelled", run
     executions: dict[str, list[Execution]] = {}

@@ -48,7 +48,7 @@ class YieldingStore(MemoryStore):
 
 
 def _tool_parts(state: Any) -> list[Any]:
-    return [p for m in state.messages for p in m.parts if p.type != "text"]
+    return [p for m in state.messages for p in m.parts if p.type not in ("text", "step-start")]
 
 
 async def test_map_context_raising_at_execution_ends_the_call_in_output_error(

@@ -29,6 +29,7 @@ from pai_actors import (
     ReasoningPart,
     ResumeEntry,
     SqliteStore,
+    StepStartPart,
     SuspendPoint,
     TextDelta,
     TextPart,
@@ -103,7 +104,7 @@ async def test_watchers_see_the_text_as_it_streams_and_a_late_one_gets_it_so_far
     [message_delta, *_] = [u for u in late_all if isinstance(u, MessageDelta)]
     stored = state.messages[-1]
     assert message_delta.message_id == stored.id
-    assert stored.parts == (ReasoningPart(text="think"), TextPart(text="Hello"))
+    assert stored.parts == (StepStartPart(), ReasoningPart(text="think"), TextPart(text="Hello"))
     # a watch that did not ask for deltas sees the stored changes only
     assert deltas(plain_all) == []
     assert [type(u).__name__ for u in plain_all][-1] == "MessageAppended"
@@ -118,6 +119,7 @@ async def test_a_deltas_wire_shape() -> None:
         "threadId": "t",
         "runId": "r",
         "messageId": "m",
+        "step": 0,
         "part": "text",
         "delta": "Hi",
     }
@@ -199,10 +201,10 @@ async def test_reasoning_is_stored_and_given_back_to_the_model_with_its_metadata
         await rt.wait_idle(thread_id)
         state = await rt.get_state(thread_id)
     assistant = state.messages[1]
-    assert assistant.parts[0] == ReasoningPart(
+    assert assistant.parts[1] == ReasoningPart(
         text="I should look it up.", provider_metadata=signed
     )
-    assert assistant.to_wire()["parts"][0] == {  # type: ignore[index]
+    assert assistant.to_wire()["parts"][1] == {  # type: ignore[index]
         "type": "reasoning",
         "text": "I should look it up.",
         "providerMetadata": signed,
@@ -211,10 +213,10 @@ async def test_reasoning_is_stored_and_given_back_to_the_model_with_its_metadata
     [given] = [m for m in second if isinstance(m, ModelAssistantMessage)]
     assert given.parts[0] == ModelReasoningPart("I should look it up.", signed)
     assert any(isinstance(m, ModelToolMessage) for m in second)
-    assert state.messages[-1].parts == (TextPart(text="It is 42."),)
+    assert state.messages[-1].parts[-2:] == (StepStartPart(), TextPart(text="It is 42."))
 
 
-async def test_usage_is_stored_per_step_and_summed_per_run_across_a_restart(
+async def test_usage_is_summed_per_turn_and_per_run_across_a_restart(
     tmp_path: Path,
 ) -> None:
     async def lookup(ctx: ToolContext) -> str:
@@ -252,10 +254,10 @@ async def test_usage_is_stored_per_step_and_summed_per_run_across_a_restart(
     with SqliteStore(path) as store:
         async with create_agent_runtime(counted, store=store) as rt:
             state = await rt.get_state(thread_id)
-    first, last = [m for m in state.messages if m.role == "assistant"]
-    assert first.metadata == {"usage": {"inputTokens": 10, "outputTokens": 5, "totalTokens": 15}}
-    assert last.metadata == {
-        "usage": {"inputTokens": 20, "outputTokens": 3, "totalTokens": 23, "reasoningTokens": 1},
+    [turn] = [m for m in state.messages if m.role == "assistant"]
+    assert [p.type for p in turn.parts] == ["step-start", "tool-lookup", "step-start", "text"]
+    assert turn.metadata == {  # summed over the turn's steps; the last step's provider's
+        "usage": {"inputTokens": 30, "outputTokens": 8, "totalTokens": 38, "reasoningTokens": 1},
         "providerMetadata": {"openai": {"responseId": "resp_1"}},
     }
     [run] = state.runs
@@ -410,5 +412,5 @@ async def test_a_model_faster_than_its_watcher_joins_fragments_and_drops_no_watc
     [appended] = [
         u for u in seen if isinstance(u, MessageAppended) and u.message.role == "assistant"
     ]
-    assert appended.message.parts == (TextPart(text=expected),)
+    assert appended.message.parts == (StepStartPart(), TextPart(text=expected))
     assert run.status == "completed"

@@ -94,7 +94,7 @@ async def run_to_idle(agent: Any, model: ScriptedModel, store: MemoryStore | Non
 
 
 def parts(state: Any) -> list[Any]:
-    return [p for m in state.messages for p in m.parts if p.type != "text"]
+    return [p for m in state.messages for p in m.parts if p.type not in ("text", "step-start")]
 
 
 def confirming(entries: list[str]) -> Any:

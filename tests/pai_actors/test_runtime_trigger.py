@@ -20,6 +20,7 @@ from pai_actors import (
     ToolContext,
     define_agent,
     define_tool,
+    message_steps,
 )
 from pai_actors.testing import ScriptedModel, create_test_runtime, text, tool_call
 
@@ -62,8 +63,9 @@ async def test_a_background_task_triggers_after_its_call_finished(
                 await rt.wait_idle(thread_id)
                 state = await rt.get_state(thread_id)
     roles = [m.role for m in state.messages]
-    assert roles == ["user", "assistant", "assistant", "system", "assistant"]
-    notification = state.messages[3]
+    assert roles == ["user", "assistant", "system", "assistant"]  # the first turn: two steps
+    assert len(message_steps(state.messages[1].parts)) == 2
+    notification = state.messages[2]
     assert notification.to_wire() == {
         "id": notification.id,
         "role": "system",
@@ -102,7 +104,7 @@ async def test_a_trigger_during_a_run_continues_after_it(
             state = await rt.get_state(thread_id)
     # The run it arrived during saw it in its next step, and answered it: no second run.
     assert [r.status for r in state.runs] == ["completed"]
-    assert state.messages[-1].parts[0].to_wire() == {
+    assert state.messages[-1].parts[-1].to_wire() == {
         "type": "text",
         "text": "saw ['A webhook arrived.']",
     }
@@ -173,7 +175,9 @@ async def test_a_notification_during_the_final_model_step_is_answered_in_the_sam
             await rt.wait_idle(thread_id)
             state = await rt.get_state(thread_id)
     assert model.seen == [[], ["ping"]]
-    assert [m.role for m in state.messages] == ["user", "system", "assistant", "assistant"]
+    # the step that did not see it and the one that answered it: one turn, two steps
+    assert [m.role for m in state.messages] == ["user", "system", "assistant"]
+    assert len(message_steps(state.messages[-1].parts)) == 2
     assert [r.status for r in state.runs] == ["completed"]
 
 

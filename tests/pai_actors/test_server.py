@@ -187,7 +187,10 @@ async def test_create_send_get_state_and_list_pending_actions() -> None:
             await alice.start(s, plain, "hello")
             assert (await alice.ok("listPendingActions", threadId=plain))["actions"] == []
             [_, answer] = (await alice.ok("getState", threadId=plain))["state"]["messages"]
-            assert answer["parts"] == [{"type": "text", "text": "echo: hello"}]
+            assert answer["parts"] == [
+                {"type": "step-start"},
+                {"type": "text", "text": "echo: hello"},
+            ]
 
     thread = await s.rt.store.get_thread(first)
     assert thread is not None
@@ -703,7 +706,10 @@ async def test_shutdown_closes_connections_cancels_running_calls_and_keeps_suspe
         # Leaving the runtime recorded the running call as cancelled; the suspended call
         # waits in the store for a new runtime.
         [tick] = [
-            p for m in await store.list_messages(ticking) for p in m.parts if p.type != "text"
+            p
+            for m in await store.list_messages(ticking)
+            for p in m.parts
+            if p.type not in ("text", "step-start")
         ]
         assert isinstance(tick, ToolPart)
         assert (tick.state, tick.error_text) == (

@@ -106,7 +106,7 @@ def user_version(path: Path) -> int:
 
 def test_a_new_file_gets_the_current_schema_version(tmp_path: Path) -> None:
     SqliteStore(tmp_path / "x.db").close()
-    assert user_version(tmp_path / "x.db") == sqlite_store_module.SCHEMA_VERSION == 2
+    assert user_version(tmp_path / "x.db") == sqlite_store_module.SCHEMA_VERSION == 3
 
 
 async def test_a_version_0_empty_database_is_migrated_to_the_current_version(
@@ -174,7 +174,7 @@ async def test_a_version_1_store_migrates_and_its_waiting_calls_have_no_deadline
     finally:
         db.close()
     with SqliteStore(path) as store:
-        assert user_version(path) == 2
+        assert user_version(path) == 3
         [action] = await store.list_pending_actions("t1")
         assert (action.ref.action_id, action.expires_at) == ("c1", None)
         assert await store.list_expiring_actions() == []
@@ -215,7 +215,7 @@ def test_a_newer_store_is_refused_with_what_to_do(tmp_path: Path) -> None:
     db = sqlite3.connect(path)
     db.execute("PRAGMA user_version = 7")
     db.close()
-    with pytest.raises(StoreError, match=r"schema version 7.*up to 2: upgrade pai_actors"):
+    with pytest.raises(StoreError, match=r"schema version 7.*up to 3: upgrade pai_actors"):
         SqliteStore(path)
     assert user_version(path) == 7
 
@@ -326,7 +326,7 @@ async def test_a_runtime_suspends_closes_reopens_the_file_and_resumes(
                 await rt.wait_idle(thread_id)
                 state = await rt.get_state(thread_id)
     assert [r.status for r in state.runs] == ["completed"]
-    assert state.messages[-1].parts[0].to_wire() == {"type": "text", "text": "resumed"}
+    assert state.messages[-1].parts[-1].to_wire() == {"type": "text", "text": "resumed"}
     with SqliteStore(path) as again:
         assert await again.list_pending_actions(thread_id) == []
         assert [r.status for r in await again.list_runs(thread_id)] == ["completed"]

@@ -187,7 +187,7 @@ async def test_each_agent_of_a_pai_plays_its_own_script(
             tid = await rt.create_thread("s", agent_id=agent_id)
             await rt.send(tid, "hello")
             await rt.wait_idle(tid)
-            answers[agent_id] = (await rt.get_state(tid)).messages[-1].parts[0].text
+            answers[agent_id] = (await rt.get_state(tid)).messages[-1].parts[-1].text
     assert answers == {"triage": "triaged", "billing": "billed"}
     assert [len(m.requests) for m in models.values()] == [1, 1]
 
