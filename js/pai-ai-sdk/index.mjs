@@ -94,7 +94,9 @@ export function paiSchemas(z, { channels = {} } = {}) {
 
 /**
  * The pending actions (`data-pai-action` and `data-pai-suspension` parts) a message shows
- * as pending: `[{actionId, name, input, resumeSchema, toolCallId, kind}]`.
+ * as pending: `[{actionId, threadId, name, input, resumeSchema, toolCallId, kind,
+ * originChain?}]`. A sub-agent's action (a tool of the turn ran another agent) has the
+ * sub-agent's `threadId` and its `originChain`; `toolCallId` is the turn's calling call.
  */
 export function pendingActions(message) {
   const out = [];
@@ -111,6 +113,8 @@ export function pendingActions(message) {
 function describe(action) {
   return {
     actionId: action.ref.actionId,
+    threadId: action.ref.threadId,
+    ...(action.originChain ? { originChain: action.originChain } : {}),
     name: action.name,
     input: action.input,
     resumeSchema: action.resumeSchema,
@@ -121,9 +125,14 @@ function describe(action) {
 /**
  * Answer a pending action with the stock chat: `chat.sendMessage(undefined, {body})` with
  * the body this returns continues the message that shows the action, and streams the rest
- * of the run. `answer` is `{resume}` (the payload its `resumeSchema` describes),
- * `{cancel: reason}` or `{fail: error}`.
+ * of the run. `action` is an action id, or an entry of `pendingActions(message)` (a
+ * sub-agent's is then named by its thread too); `answer` is `{resume}` (the payload its
+ * `resumeSchema` describes), `{cancel: reason}` or `{fail: error}`.
  */
-export function answerBody(actionId, answer) {
-  return { paiActions: [{ actionId, ...answer }] };
+export function answerBody(action, answer) {
+  const named =
+    typeof action === 'string'
+      ? { actionId: action }
+      : { actionId: action.actionId, threadId: action.threadId };
+  return { paiActions: [{ ...named, ...answer }] };
 }

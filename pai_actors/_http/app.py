@@ -45,12 +45,12 @@ from .._core.parts import FilePart
 from .._core.pending import PendingActionView
 from .._protocol.frames import ClientToolSpec
 from .._runtime.runtime import AgentRuntime
-from .._server.feeds import FeedHub, state_actions
+from .._server.feeds import FeedHub, state_actions, view_wire
 from .._server.server import Authenticate, Identity, _client_tool
 from .._tools.registration import call_callback
 from .response import TurnResponse
 from .turn import TurnFeed
-from .ui_stream import client_keys, ui_messages
+from .ui_stream import client_keys, sub_actions_by_call, ui_messages
 
 _log = logging.getLogger("pai_actors.http")
 
@@ -141,7 +141,7 @@ class _Endpoints:
             message_id=str(last.get("id")) if continued else None,
             answered=answered,
         )
-        return TurnResponse(self.streams, self._hub, turn, subscriber, frames[1:])
+        return TurnResponse(self.streams, self._hub, turn, subscriber, frames[1:], self._settle)
 
     async def stream(self, request: Request) -> Response:
         identity = await self._identify(request)
@@ -157,7 +157,7 @@ class _Endpoints:
         if not turn.running:
             self._hub.unsubscribe(chat_id, subscriber)
             return Response(status_code=204)
-        return TurnResponse(self.streams, self._hub, turn, subscriber, frames[1:])
+        return TurnResponse(self.streams, self._hub, turn, subscriber, frames[1:], self._settle)
 
     async def messages(self, request: Request) -> Response:
         identity = await self._identify(request)
@@ -166,14 +166,29 @@ class _Endpoints:
         state = await self._rt.get_state(chat_id)
         actions = state_actions(self._rt, state)
         pending = {action["ref"]["toolCallId"]: action for action in actions}  # type: ignore[index,call-overload]
+        subs = [
+            view_wire(view)
+            for view in await self._rt.pending_actions(chat_id)
+            if view.ref.thread_id != chat_id
+        ]
         wire = state.to_wire()
-        return JSONResponse(
-            {
-                "messages": ui_messages(chat_id, wire["messages"], pending),  # type: ignore[arg-type]
-                "pendingActions": actions,
-                "runs": wire["runs"],
-            }
+        messages = ui_messages(
+            chat_id,
+            wire["messages"],  # type: ignore[arg-type]
+            pending,  # type: ignore[arg-type]
+            sub_actions_by_call(chat_id, subs),
         )
+        return JSONResponse(
+            {"messages": messages, "pendingActions": [*actions, *subs], "runs": wire["runs"]}
+        )
+
+    async def _settle(self, chat_id: str) -> tuple[str, list[Any]]:
+        """Wait until the chat's tree of runs is idle (its sub-agents' included); its latest
+        run's status then, and its pending actions with its sub-agents'."""
+        await self._rt.wait_idle(chat_id)
+        views = await self._rt.pending_actions(chat_id)
+        runs = (await self._rt.get_state(chat_id)).runs
+        return (runs[-1].status if runs else "completed"), [view_wire(v) for v in views]
 
     async def action(self, request: Request) -> Response:
         identity = await self._identify(request)

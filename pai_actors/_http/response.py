@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
@@ -13,13 +14,18 @@ from .._server.feeds import FeedHub, Subscriber
 from .turn import TurnFeed
 from .ui_stream import STREAM_HEADERS, sse
 
+Settle = Callable[[str], Awaitable[tuple[str, list[Any]]]]
+"""Wait until a thread's tree of runs is idle; its run's status then, and its pending
+actions with its sub-agents' (the protocol's wire)."""
+
 
 class TurnResponse(Response):
     """A UI message stream: the chunks of a :class:`TurnFeed`, as server-sent events, until
     the turn's run stops, the client goes away, or the feed ends (the server shutting down,
-    or the stream fell too far behind: the client resumes it). Its scope is in ``streams``
-    while it streams (cancelled when the server shuts down); it unsubscribes from the feed
-    when it ends. One task serves it."""
+    or the stream fell too far behind: the client resumes it). When the run waits on
+    sub-agent runs, the stream waits for its tree to settle (``settle``) and shows their
+    pending actions. Its scope is in ``streams`` while it streams (cancelled when the server
+    shuts down); it unsubscribes from the feed when it ends. One task serves it."""
 
     def __init__(
         self,
@@ -28,12 +34,13 @@ class TurnResponse(Response):
         turn: TurnFeed,
         subscriber: Subscriber,
         first: list[Any],
+        settle: Settle,
     ) -> None:
         super().__init__(status_code=200)
         # no content-length: the body is streamed (chunked)
         self.raw_headers = [(k.encode(), v.encode()) for k, v in STREAM_HEADERS.items()]
         self._streams, self._hub, self._turn = streams, hub, turn
-        self._subscriber, self._first = subscriber, first
+        self._subscriber, self._first, self._settle = subscriber, first, settle
 
     async def __call__(self, asgi: Scope, receive: Receive, send: Send) -> None:
         scope = trio.CancelScope()
@@ -65,6 +72,9 @@ class TurnResponse(Response):
                 await emit(turn.apply(frame))
         receive = self._subscriber.receive
         while not turn.done:
+            if turn.needs_settling:
+                await emit(turn.settle(*await self._settle(turn.thread_id)))
+                continue
             try:
                 frame = await receive.receive()
             except trio.EndOfChannel:

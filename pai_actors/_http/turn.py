@@ -23,6 +23,7 @@ from .ui_stream import (
     Key,
     StepKey,
     TurnWriter,
+    sub_actions_by_call,
     tool_input_key,
     transient_chunk,
     turn_parts,
@@ -68,6 +69,10 @@ class TurnFeed:
             if part.get("state") == "input-streaming"
         }
         self.writer = TurnWriter(self.thread_id, shown)
+        # The sub-agent runs' pending actions, by the calling call's id, and the status the
+        # turn's run had when its tree last settled (``None``: not since it last ran).
+        self.sub_actions: dict[str, list[Mapping[str, Any]]] = {}
+        self._settled: str | None = None
         self._locate()
 
     def _locate(self) -> None:
@@ -111,10 +116,51 @@ class TurnFeed:
         if status == "running":
             self._answered = frozenset()
             return True
+        if status == "waiting" and self._awaits_agents():
+            # Its sub-agents go on: over once the tree settled waiting (see ``settle``).
+            return self._settled != "waiting"
         if status != "waiting" or not self._answered:
             return False
         pending = {action["ref"]["actionId"] for action in self.replica.pending.values()}
         return pending <= self._answered
+
+    @property
+    def needs_settling(self) -> bool:
+        """Whether the turn's run waits on sub-agent runs whose tree has not settled since:
+        the stream's owner then waits for the tree (``wait_idle``) and calls :meth:`settle`
+        with its pending actions."""
+        self._locate()
+        run = self.run
+        return (
+            self._before is not None
+            and run is not None
+            and run["status"] == "waiting"
+            and self._settled is None
+            and self._awaits_agents()
+        )
+
+    def settle(self, status: str, actions: Sequence[Mapping[str, Any]]) -> list[Chunk]:
+        """The tree of the turn's run settled: its run's ``status`` then, and the pending
+        actions of the thread and of its sub-agents (the protocol's wire); the chunks."""
+        self._settled = status
+        self.sub_actions = sub_actions_by_call(self.thread_id, actions)
+        return self.chunks()
+
+    def _awaits_agents(self) -> bool:
+        """Whether a call of the turn waits on the sub-agent runs it started."""
+        return any(
+            part.get("subThreads") and part.get("state") == "input-available"
+            for message in self._messages()
+            for part in message["parts"]
+        )
+
+    def _messages(self) -> list[Mapping[str, Any]]:
+        before = self._before or set()
+        return [
+            message
+            for message in self.replica.messages
+            if message["id"] not in before and message["role"] == "assistant"
+        ]
 
     @property
     def done(self) -> bool:
@@ -126,15 +172,12 @@ class TurnFeed:
         running = self.running
         if self._before is None:
             return []
-        messages = [
-            message
-            for message in self.replica.messages
-            if message["id"] not in self._before and message["role"] == "assistant"
-        ]
+        messages = self._messages()
         live = {key: parts for key, parts in self.streaming.items() if parts}
         first = messages[0]["id"] if messages else next((k[0] for k in live), None)
         steps = turn_steps(messages)
-        chunks = self.writer.update(first, turn_parts(steps, self.replica.pending, live))
+        parts = turn_parts(steps, self.replica.pending, live, self.sub_actions)
+        chunks = self.writer.update(first, parts)
         if not running:
             chunks.extend(self.writer.finish(self.run))
         return chunks
@@ -166,4 +209,6 @@ class TurnFeed:
                     self.streaming.pop((message["id"], n), None)
         elif update["type"] == "run-status" and update["run"]["status"] != "running":
             self.streaming.clear()
+        elif update["type"] == "run-status":
+            self._settled = None  # it runs again: its tree settles anew
         return self.chunks()

@@ -73,11 +73,15 @@ def sse(chunk: Chunk | None) -> bytes:
 
 
 def ui_messages(
-    thread_id: str, messages: Sequence[Mapping[str, Any]], pending: Mapping[str, Any]
+    thread_id: str,
+    messages: Sequence[Mapping[str, Any]],
+    pending: Mapping[str, Any],
+    sub_actions: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
 ) -> list[dict[str, JsonValue]]:
     """A thread's wire messages as UI messages: each run of consecutive assistant messages
     one message (see :func:`turn_message`), the others as they are. ``pending``: the
-    pending actions (the protocol's action wire) by tool call id."""
+    pending actions (the protocol's action wire) by tool call id; ``sub_actions``: those of
+    sub-agent runs, by the id of the thread's call that started them."""
     out: list[dict[str, JsonValue]] = []
     group: list[Mapping[str, Any]] = []
     for message in messages:
@@ -85,11 +89,25 @@ def ui_messages(
             group.append(message)
             continue
         if group:
-            out.append(turn_message(thread_id, group, pending))
+            out.append(turn_message(thread_id, group, pending, sub_actions=sub_actions))
             group = []
         out.append(dict(message))
     if group:
-        out.append(turn_message(thread_id, group, pending))
+        out.append(turn_message(thread_id, group, pending, sub_actions=sub_actions))
+    return out
+
+
+def sub_actions_by_call(
+    thread_id: str, actions: Sequence[Mapping[str, Any]]
+) -> dict[str, list[Mapping[str, Any]]]:
+    """The pending actions of sub-agent runs (those with an ``originChain``) among a
+    thread's ``actions`` (the protocol's wire), by the id of the thread's own call that
+    started the chain."""
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for action in actions:
+        chain = action.get("originChain") or ()
+        if chain and chain[0]["threadId"] == thread_id:
+            out.setdefault(chain[0]["toolCallId"], []).append(action)
     return out
 
 
@@ -98,11 +116,14 @@ def turn_message(
     messages: Sequence[Mapping[str, Any]],
     pending: Mapping[str, Any],
     live: Mapping[StepKey, Mapping[str, str]] | None = None,
+    sub_actions: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
 ) -> dict[str, JsonValue]:
     """One UI message of a turn's assistant messages, with the id of the first and
     ``metadata: {"pai": {"threadId"}}``; ``live``: the text and reasoning a step is
-    streaming, by step (see :func:`turn_parts`)."""
-    parts = [part for _, part in turn_parts(turn_steps(messages), pending, live)]
+    streaming, by step; ``sub_actions``: the sub-agents' pending actions, by the calling
+    call's id (see :func:`turn_parts`)."""
+    steps = turn_steps(messages)
+    parts = [part for _, part in turn_parts(steps, pending, live, sub_actions)]
     return {
         "id": messages[0]["id"],
         "role": "assistant",
@@ -126,6 +147,7 @@ def turn_parts(
     steps: Sequence[Mapping[str, Any]],
     pending: Mapping[str, Any],
     live: Mapping[StepKey, Mapping[str, str]] | None = None,
+    sub_actions: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
 ) -> list[tuple[Key, dict[str, JsonValue]]]:
     """The parts of a turn's UI message, each with its key (what identifies it from one
     projection to the next): per step (of :func:`turn_steps`) a ``step-start``, its
@@ -139,9 +161,14 @@ def turn_parts(
       pending action with its ``ref`` and ``resumeSchema`` while it is the one pending);
     - ``data-pai-action`` for the part's pending approval or output action, id its
       ``actionId``, data the pending action plus ``state: "pending"``;
+    - ``data-pai-action`` for each pending action of the sub-agent runs the call started
+      (``ctx.agents.run``, at any depth), id ``<threadId>:<actionId>`` of the sub-agent's
+      thread, data the pending action (with its ``originChain``) plus the calling
+      ``toolCallId`` and ``state: "pending"``;
     - ``data-pai-cancelled`` for a cancelled call, id the ``toolCallId``.
     """
     live = live or {}
+    sub_actions = sub_actions or {}
     out: list[tuple[Key, dict[str, JsonValue]]] = []
     stored = {step["key"] for step in steps}
     unstored = [{"key": key, "parts": []} for key in live if key not in stored]
@@ -165,7 +192,13 @@ def turn_parts(
                 out.append((("file", str(n), part["url"]), dict(part)))
             elif "toolCallId" in part:
                 typed = (fragments or {}).get(tool_input_key(part["toolCallId"]))
-                out.extend(_tool_parts(part, pending.get(part["toolCallId"]), typed))
+                call_id = part["toolCallId"]
+                out.extend(_tool_parts(part, pending.get(call_id), typed))
+                for action in sub_actions.get(call_id, ()):
+                    ref = action["ref"]
+                    part_id = f"{ref['threadId']}:{ref['actionId']}"
+                    data = {"toolCallId": call_id, "state": "pending", **action}
+                    out.append((("data", f"data-{ACTION}", part_id), _data(ACTION, part_id, data)))
     return out
 
 

@@ -303,3 +303,53 @@ async def test_a_sub_agents_action_is_answered_through_the_chat_naming_its_threa
             state = await rt.get_state("tree")
     assert state.runs[-1].status == "completed"
     assert sorted(events) == ["pay p0", "pay p1"]
+
+
+async def test_a_sub_agents_approval_is_shown_in_the_calling_turn_and_answered_there() -> None:
+    """The turn's call runs a sub-agent that asks for an approval: the stream goes on while
+    the sub-agent runs, shows its action as a ``data-pai-action`` part (its thread, its
+    origin) after the calling part, and ends waiting; an answer sent with the continued
+    message (``paiActions`` naming the sub-agent's thread) streams the rest of the turn."""
+    from pai_actors._http.server import open_http_server
+
+    from .http_app import authenticate
+    from .test_runtime_subagents_durability import tree_models, tree_pai
+
+    events: list[str] = []
+    with trio.fail_after(20):
+        async with (
+            create_test_runtime(tree_pai(events, specialists=1), model=tree_models()) as rt,
+            open_http_server(rt, authenticate) as http,
+        ):
+            first = await request(http.url, "POST", "/api/chat", chat_body("tree", user("go")))
+            turn = await stored_turn(http.url, "tree")
+            [sub_view] = await rt.pending_actions("tree")
+            shown = [e for e in first.events() if e and e["type"] == "data-pai-action"]
+            body = chat_body("tree", user("go"), turn)
+            body["paiActions"] = [
+                {
+                    "actionId": sub_view.ref.action_id,
+                    "threadId": sub_view.ref.thread_id,
+                    "resume": {"approved": True},
+                }
+            ]
+            second = await request(http.url, "POST", "/api/chat", body)
+            final = await stored_turn(http.url, "tree")
+    assert first.events()[-2]["finishReason"] == "tool-calls"
+    [action] = shown
+    assert action["id"] == f"{sub_view.ref.thread_id}:{sub_view.ref.action_id}"
+    assert action["data"]["state"] == "pending"
+    assert action["data"]["ref"]["threadId"] == sub_view.ref.thread_id
+    assert [link["toolName"] for link in action["data"]["originChain"]] == ["ask"]
+    ask = next(p for p in turn["parts"] if p["type"] == "tool-ask")
+    assert action["data"]["toolCallId"] == ask["toolCallId"]
+    kinds = [p["type"] for p in turn["parts"]]
+    assert kinds.index("data-pai-action") == kinds.index("tool-ask") + 1
+    # the answer: the sub-agent's call, the sub-agent, then the calling call and the turn
+    assert events == ["pay p0"]
+    assert second.events()[-2]["finishReason"] == "stop"
+    resolved = [e for e in second.events() if e and e["type"] == "data-pai-action"]
+    assert [e["data"]["state"] for e in resolved] == ["resolved"]
+    assert "tool-output-available" in types(second)
+    assert [p["type"] for p in final["parts"]][-2:] == ["step-start", "text"]
+    assert not [p for p in final["parts"] if p["type"] == "data-pai-action"]
