@@ -6,11 +6,15 @@ inbox page) follows it in two ways:
 
 - **at once**, when the inbox itself resolved one of the scope's actions: the app *pokes*
   the scope (:class:`ScopePokes`), which wakes every reader of that scope;
-- **within ``interval`` seconds** otherwise (a new action, an action resolved over the
-  WebSocket protocol or the CLI, a deadline that passed): each reader asks the store which
-  actions of the scope are open (``Store.list_scope_pending_actions``, one query that reads
-  no thread), and reads the views again (``rt.scope_pending_actions``) only when that set
-  changed.
+- **within** :data:`GATHER` **seconds** when the runtime committed a change to a tool call
+  (``rt.calls_written``: a new action, one resolved over the WebSocket protocol or the CLI,
+  a deadline that passed): each reader then asks the store which actions of the scope are
+  open (``Store.list_scope_pending_actions``, one query that reads no thread), and reads
+  the views again (``rt.scope_pending_actions``) only when that set changed. A reader
+  gathers the commits of ``GATHER`` seconds into one look, so a busy runtime costs an open
+  page at most one query per ``GATHER``;
+- **within ``interval`` seconds** for a change no commit of this runtime made (another
+  process writing the same store).
 
 An action's identity is its thread and ``action_id`` (a new episode of a suspension has a
 new one); its name, input, schema and deadline never change, so a reader that saw the same
@@ -25,6 +29,10 @@ from .._core.errors import RuntimeClosed
 from .._core.json import JsonValue
 from .._runtime.runtime import AgentRuntime
 from .._server.feeds import view_wire
+
+GATHER = 0.05
+"""How long a reader waits after the first commit that wrote a call before it looks: the
+commits meanwhile are seen in the same look."""
 
 ActionKey = tuple[str, str]
 """An action's identity in a scope: ``(thread_id, action_id)``."""
@@ -84,6 +92,7 @@ class ScopeActions:
         self._interval = interval
         self._shown: frozenset[ActionKey] | None = None
         self._seen = 0  # the scope's pokes before the last look at it
+        self._written = 0  # the runtime's commits that wrote a call, before that look
 
     async def next(self) -> list[JsonValue]:
         """The scope's actions, once they differ from those returned last;
@@ -91,10 +100,11 @@ class ScopeActions:
         while True:
             if self._shown is not None:
                 with trio.move_on_after(self._interval):
-                    await self._pokes.wait(self._scope_key, self._seen)
+                    await self._change()
             if self._pokes.closed:
                 raise RuntimeClosed("the runtime closed; the inbox shows no more changes")
             seen = self._pokes.count(self._scope_key)  # a poke from now on: look again
+            self._written = self._rt.calls_written.count
             if self._shown is not None and await self._open_keys() == self._shown:
                 self._seen = seen
                 continue
@@ -102,6 +112,23 @@ class ScopeActions:
             self._shown = frozenset((v.ref.thread_id, v.ref.action_id) for v in views)
             self._seen = seen
             return [view_wire(view) for view in views]
+
+    async def _change(self) -> None:
+        """Return once the scope was poked, or (:data:`GATHER` seconds after) the runtime
+        committed a write of a call, since the last look."""
+        async with trio.open_nursery() as nursery:
+
+            async def poked() -> None:
+                await self._pokes.wait(self._scope_key, self._seen)
+                nursery.cancel_scope.cancel()
+
+            async def written() -> None:
+                await self._rt.calls_written.wait(self._written)
+                await trio.sleep(GATHER)
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(poked)
+            nursery.start_soon(written)
 
     async def _open_keys(self) -> frozenset[ActionKey]:
         actions = await self._rt.store.list_scope_pending_actions(self._scope_key)

@@ -129,6 +129,7 @@ from .tracing import current_span_context
 from .watch import (
     DEFAULT_WATCH_CAPACITY,
     PublishingTransaction,
+    Pulse,
     ThreadWatch,
     Watcher,
     WatchHub,
@@ -282,6 +283,13 @@ class AgentRuntime:
     def store(self) -> Store:
         """The store this runtime runs on."""
         return self._store
+
+    @property
+    def calls_written(self) -> Pulse:
+        """Beats once for each committed transaction of this runtime that wrote a tool call
+        (a pending action may have opened, changed or closed): what the inbox's live view
+        of a scope waits for. Changes another process makes to the store do not beat it."""
+        return self._hub.calls_written
 
     def message_location(self, message_id: str) -> tuple[str, str] | None:
         """The thread and run of the message ``message_id``, when this runtime made it or

@@ -131,6 +131,29 @@ class Watcher:
                 deltas.held.clear()  # the watch ended meanwhile
 
 
+class Pulse:
+    """A count of events that tasks can wait on: :meth:`beat` counts one and wakes every
+    :meth:`wait`. A waiter passes the :attr:`count` it read before it last looked, so a beat
+    between its look and its wait is not lost. Only trio tasks of one run use it."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._event: trio.Event | None = None
+
+    def beat(self) -> None:
+        self.count += 1
+        if self._event is not None:
+            self._event.set()
+            self._event = None
+
+    async def wait(self, seen: int) -> None:
+        """Return once :attr:`count` is past ``seen`` (at once if it already is)."""
+        while self.count == seen:
+            if self._event is None:
+                self._event = trio.Event()
+            await self._event.wait()
+
+
 @dataclass(eq=False)
 class WatchHub:
     """The runtime's watchers, by thread. Publishing is synchronous and never blocks.
@@ -143,6 +166,9 @@ class WatchHub:
     _delta_watchers: dict[str, int] = field(default_factory=dict)  # by thread, how many
     _in_flight: dict[str, int] = field(default_factory=dict)
     _quiet: dict[str, trio.Event] = field(default_factory=dict)
+    # Beats once per committed transaction that wrote a tool call: a pending action may have
+    # opened, changed or closed (what a live view of a scope's actions waits for).
+    calls_written: Pulse = field(default_factory=Pulse)
 
     def begin(self, thread_ids: frozenset[str]) -> None:
         """A commit showing writes of ``thread_ids`` begins (its updates are not published)."""
@@ -320,11 +346,14 @@ class PublishingTransaction(Transaction):
                 if self._hub.watching:
                     self._hub.publish(updates_of(writes))
                 deadline = self._deadline
-                if deadline is not None:
-                    for write in writes:
-                        if isinstance(write, PutCall):
-                            at = write.stored.record.expires_at
-                            if at is not None:
-                                deadline(at)
+                calls = False
+                for write in writes:
+                    if isinstance(write, PutCall):
+                        calls = True
+                        at = write.stored.record.expires_at
+                        if at is not None and deadline is not None:
+                            deadline(at)
+                if calls:
+                    self._hub.calls_written.beat()
         finally:
             self._hub.end(shown)

@@ -48,7 +48,7 @@ async def test_a_reader_gets_the_actions_then_each_change_of_its_scope(
             await actions.next()
         assert waited.cancelled_caught
 
-        second = await _start(rt, "tenant-a", "delegate 900")  # a sub-agent's, found by polling
+        second = await _start(rt, "tenant-a", "delegate 900")  # a sub-agent's
         with trio.fail_after(5):
             shown = _names(await actions.next())
         assert shown[0] == (first, "pay")
@@ -56,23 +56,34 @@ async def test_a_reader_gets_the_actions_then_each_change_of_its_scope(
         assert len(shown) == 2
 
 
-async def test_a_poke_wakes_the_readers_of_its_scope_at_once(
+async def test_a_commit_that_writes_a_call_wakes_the_readers_at_once(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     async with _runtime() as rt:
         thread_id = await _start(rt, "tenant-a", "pick")
-        pokes = ScopePokes()
-        actions = ScopeActions(rt, "tenant-a", pokes, interval=1000.0)
+        actions = ScopeActions(rt, "tenant-a", ScopePokes(), interval=1000.0)
         assert _names(await actions.next()) == [(thread_id, "pick")]
         [view] = await rt.pending_actions(thread_id)
-        assert (await view.fail("no option fits")).status == "accepted"
-        pokes.poke("tenant-b")  # another scope's poke wakes nobody here
-        with trio.move_on_after(500) as waited:
-            await actions.next()
-        assert waited.cancelled_caught
+        with trio.fail_after(1):  # well before the next poll: the commit woke it
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(view.fail, "no option fits")
+                assert await actions.next() == []
+
+
+async def test_a_poke_wakes_the_waits_of_its_scope_only(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    pokes = ScopePokes()
+    seen = pokes.count("tenant-a")
+    pokes.poke("tenant-b")
+    with trio.move_on_after(0.01) as waited:
+        await pokes.wait("tenant-a", seen)
+    assert waited.cancelled_caught
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(pokes.wait, "tenant-a", seen)
+        await trio.testing.wait_all_tasks_blocked()
         pokes.poke("tenant-a")
-        with trio.fail_after(1):  # well before the next poll
-            assert await actions.next() == []
+    assert pokes.count("tenant-a") == seen + 1
 
 
 async def test_a_reader_ends_when_the_runtime_closes(
