@@ -39,7 +39,6 @@ from pai_actors import (
     SqliteStore,
     TextPart,
     ToolContext,
-    ToolPart,
     ToolRegistration,
     create_pai,
     define_agent,
@@ -189,11 +188,10 @@ async def print_tree(rt: AgentRuntime, thread_id: str, indent: str = "") -> None
     runs = ", ".join(f"{run.run_id} {run.status}" for run in state.runs)
     print(f"{indent}{thread_id} [{record.agent_id}] {runs}")
     for message in state.messages:
-        for part in message.parts:
-            if isinstance(part, ToolPart):
-                print(f"{indent}  {part.tool_name} {part.tool_call_id} {part.state}")
-                for sub_thread_id in part.sub_threads:
-                    await print_tree(rt, sub_thread_id, indent + "    ")
+        for part in message.tool_parts:
+            print(f"{indent}  {part.tool_name} {part.tool_call_id} {part.state}")
+            for sub_thread_id in part.sub_threads:
+                await print_tree(rt, sub_thread_id, indent + "    ")
 
 
 async def main() -> None:

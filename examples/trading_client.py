@@ -13,7 +13,7 @@ from __future__ import annotations
 import trio
 from trading_desk import open_runtime
 
-from pai_actors import TextPart, ThreadUpdate, ToolPart
+from pai_actors import TextPart, ThreadUpdate
 from pai_actors.client import ClientThread, ThreadResynced, open_client
 from pai_actors.server import Identity, open_server
 
@@ -41,9 +41,7 @@ def show(update: ThreadUpdate | ThreadResynced) -> str:
 async def approve_waiting_order(thread: ClientThread) -> None:
     """Find the part that waits in the thread's local state, and approve it."""
     message = thread.get_state().messages[-1]
-    for part in message.parts:
-        if not isinstance(part, ToolPart):  # a message's parts are TextPart | ToolPart
-            continue
+    for part in message.tool_parts:  # its ToolParts, in order
         action = thread.get_pending_action(message, part)
         if action is not None:
             print("approving", part.tool_call_id, action.input)
@@ -65,7 +63,7 @@ async def main() -> None:
                     await approve_waiting_order(thread)
                 elif update.type == "run-status" and update.run.status == "completed":
                     break
-        answer = thread.get_state().messages[-1].parts[0]
+        answer = thread.get_state().messages[-1].parts[-1]
         print(answer.text if isinstance(answer, TextPart) else answer)
 
 

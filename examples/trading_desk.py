@@ -203,7 +203,7 @@ async def main() -> None:
         state = await rt.get_state(thread_id)
         for run in state.runs:
             print("run", run.status)
-        answer = state.messages[-1].parts[0]
+        answer = state.messages[-1].parts[-1]
         print(answer.text if isinstance(answer, TextPart) else answer)
 
 

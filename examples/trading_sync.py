@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from trading_desk import Approval, open_runtime
 
-from pai_actors import ToolPart, threaded
+from pai_actors import threaded
 
 
 def main() -> None:
@@ -22,8 +22,7 @@ def main() -> None:
         print(action.submit({"approved": False, "note": "over budget"}).get(timeout=10).status)
         rt.wait_idle(thread_id, timeout=10).get()
         state = rt.get_state(thread_id).get(timeout=10)
-        part = state.messages[1].parts[0]
-        assert isinstance(part, ToolPart)
+        part = state.messages[1].tool_parts[0]  # a ToolPart
         print("run", state.runs[-1].status, part.state, part.error_text)
 
 

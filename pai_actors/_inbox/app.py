@@ -292,9 +292,10 @@ def inbox_app(
     ``/inbox`` (see the module docstring for its routes).
 
     ``authenticate`` is the same hook the WebSocket server takes (``token -> Identity |
-    None``, sync or async). ``poll_interval``: how often (seconds) an open page's event
-    stream checks its scope for actions that changed elsewhere; actions resolved through the
-    inbox show at once. The runtime must be open while the application serves requests.
+    None``, sync or async). Actions resolved through the inbox, or changed by any commit of
+    ``rt``, show at once; ``poll_interval``: how often (seconds) an open page's event stream
+    checks its scope for actions another process changed in the same store. The runtime
+    must be open while the application serves requests.
     """
     if not isinstance(rt, AgentRuntime):
         raise TypeError(f"inbox_app(rt=...) must be an AgentRuntime, got {type(rt).__name__}")

@@ -52,6 +52,8 @@ from .tracing import step_finished
 
 _log = logging.getLogger("pai_actors")
 
+_STEP_START = StepStartPart()  # (frozen: one for every step)
+
 RUNTIME_CLOSING = "the runtime is closing"
 """The reason a closing runtime gives the calls it cancels (their signals and records)."""
 
@@ -162,7 +164,7 @@ async def read_step(
     opened = Message(
         id=message_id,
         role="assistant",
-        parts=(*earlier, StepStartPart()),
+        parts=(*earlier, _STEP_START),
         metadata=None if turn is None else turn.metadata,
     )
     # Every earlier call of the thread is finished by now, so the request's history has them.

@@ -118,11 +118,15 @@ def _write_one(db: sqlite3.Connection, write: Write) -> bool:
             (_message_json(message), write.thread_id, message.id),
         ).rowcount:
             return False
+        # A turn's next step keeps the parts before it: rows that did not change are not
+        # written again (an assistant message grows by a step at a time).
+        rows = _part_rows(write.thread_id, message)
         db.execute(
-            "DELETE FROM parts WHERE thread_id = ? AND message_id = ?",
-            (write.thread_id, message.id),
+            "DELETE FROM parts WHERE thread_id = ? AND message_id = ?"
+            " AND key NOT IN (SELECT value FROM json_each(?))",
+            (write.thread_id, message.id, json.dumps([row[2] for row in rows])),
         )
-        db.executemany(_INSERT_PART, _part_rows(write.thread_id, message))
+        db.executemany(_UPSERT_PART, rows)
     elif isinstance(write, PutRun):
         run, new = write.run, write.stored
         text = new.model_dump_json()
@@ -261,6 +265,12 @@ def _message_json(message: Message) -> str:
     del wire["parts"]
     return json.dumps(wire)
 
+
+_UPSERT_PART = (
+    "INSERT INTO parts (thread_id, message_id, key, position, json) VALUES (?, ?, ?, ?, ?)"
+    " ON CONFLICT DO UPDATE SET position = excluded.position, json = excluded.json"
+    " WHERE position != excluded.position OR json != excluded.json"
+)
 
 _INSERT_PART = (
     "INSERT INTO parts (thread_id, message_id, key, position, json) VALUES (?, ?, ?, ?, ?)"
