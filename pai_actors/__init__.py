@@ -125,6 +125,7 @@ from ._store.base import Store as Store
 from ._store.base import Transaction as Transaction
 from ._store.memory import MemoryBacking as MemoryBacking
 from ._store.memory import MemoryStore as MemoryStore
+from ._store.postgres import PostgresStore as PostgresStore
 from ._store.sqlite import SqliteStore as SqliteStore
 from ._tools.agent import AgentDefinition as AgentDefinition
 from ._tools.agent import Pai as Pai
@@ -232,6 +233,7 @@ __all__ = [
     "PendingActionOrigin",
     "PendingActionRef",
     "PendingActionView",
+    "PostgresStore",
     "ProviderMetadata",
     "ReasoningDelta",
     "ReasoningEnd",

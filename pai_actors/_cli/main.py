@@ -73,7 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--no-http", action="store_true", help="serve the WebSocket protocol only, no HTTP"
     )
-    serve.add_argument("--db", default="pai-actors.db", help="SQLite file (default pai-actors.db)")
+    serve.add_argument(
+        "--db",
+        default="pai-actors.db",
+        help="a SQLite file (default pai-actors.db), or a postgresql:// URL",
+    )
     serve.add_argument(
         "--durability",
         choices=("normal", "full"),
@@ -199,6 +203,7 @@ def _demo(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from .._core.errors import StoreError
     from .._server.application import ApplicationError
     from .serve import serve
 
@@ -228,6 +233,10 @@ def _serve(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     except sqlite3.Error as exc:
         return _fail(f"cannot use the database {args.db!r}: {exc}; pass --db with a SQLite file")
+    except StoreError as exc:  # PostgreSQL unreachable, a refused schema (says what to do)
+        return _fail(str(exc))
+    except ImportError as exc:  # --db postgresql://... without the postgres extra
+        return _fail(str(exc))
     except OSError as exc:
         return _fail(f"cannot serve on {args.host}:{args.port}: {exc.strerror or exc}")
     return 0

@@ -1,6 +1,7 @@
 """``pai-actors serve module:factory``: host an application's runtime over the protocol.
 
-The store is a :class:`~pai_actors.SqliteStore` on ``--db`` (created if missing). Beside
+The store is a :class:`~pai_actors.SqliteStore` on ``--db`` (a file, created if missing),
+or a :class:`~pai_actors.PostgresStore` when ``--db`` is a ``postgresql://`` URL. Beside
 the WebSocket protocol, the AI SDK's UI message stream protocol is served over HTTP
 (``pai_actors._http``; ``--http-port``, ``--no-http``). The command prints the URLs it
 serves, then runs until SIGINT (Ctrl-C) or SIGTERM, and shuts down gracefully: connections
@@ -22,6 +23,7 @@ from .._inbox import inbox_app
 from .._runtime.runtime import AgentRuntime
 from .._server.application import build_application, load_factory
 from .._server.server import Authenticate, open_server
+from .._store.postgres import PostgresStore
 from .._store.sqlite import SqliteStore
 
 
@@ -38,7 +40,7 @@ async def serve(
     """Load ``spec``, open its runtime on ``db`` and serve it until a signal arrives (over
     HTTP too on ``http_port``, unless it is ``None``)."""
     factory = load_factory(spec)
-    with SqliteStore(db, durability=durability) as store:  # type: ignore[arg-type]  # checked there
+    with open_store(db, durability) as store:
         app = await build_application(factory, store, spec)
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with (
@@ -46,7 +48,8 @@ async def serve(
                 open_server(rt, authenticate=app.authenticate, host=host, port=port) as server,
                 _maybe_http(rt, app.authenticate, host, http_port) as http,
             ):
-                say(f"serving {spec} on {server.url} (database {db}); Ctrl-C stops")
+                shown = store.name if isinstance(store, PostgresStore) else db  # no password
+                say(f"serving {spec} on {server.url} (database {shown}); Ctrl-C stops")
                 if http is not None:
                     say(f"the AI SDK's useChat endpoint: {http.url}/api/chat")
                     say(f"the inbox of pending actions: {http.url}/inbox/")
@@ -55,6 +58,17 @@ async def serve(
                     say(f"{signal.Signals(signum).name}: shutting down")
                     break
     say("stopped; suspended calls stay in the database")
+
+
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def open_store(db: str, durability: str) -> SqliteStore | PostgresStore:
+    """The store ``--db`` names: a PostgreSQL database by URL, else a SQLite file
+    (``durability`` is SQLite's; PostgreSQL's is the server's ``synchronous_commit``)."""
+    if db.startswith(POSTGRES_SCHEMES):
+        return PostgresStore(db)
+    return SqliteStore(db, durability=durability)  # type: ignore[arg-type]  # checked there
 
 
 @asynccontextmanager

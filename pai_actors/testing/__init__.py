@@ -55,6 +55,7 @@ from .._runtime.runtime import DEFAULT_MAX_ACTIVE_RUNS, DEFAULT_MAX_AGENT_DEPTH,
 from .._runtime.services import MapError
 from .._store.base import Store
 from .._store.memory import MemoryBacking, MemoryStore
+from .._store.postgres import PostgresStore, stored_ids
 from .._store.sqlite import SqliteStore
 from .._tools.agent import AgentDefinition, Pai
 from .._tools.blocking import DEFAULT_THREAD_LIMIT, SyncTools
@@ -146,9 +147,12 @@ def _next_generation(store: Store) -> int:
     no thread, else one more than the latest generation its thread, run and message ids show
     (a runtime that stopped after storing a message of an existing run made no run id). Read
     from the data, so the same data gives the same ids wherever it lives (a new file at a
-    path used before is new data); a store of another kind is counted per store object."""
+    path used before is new data; a PostgreSQL database is read on a connection of its own);
+    a store of another kind is counted per store object."""
     if isinstance(store, SqliteStore):
         ids = _sqlite_ids(store.path)
+    elif isinstance(store, PostgresStore):
+        ids = stored_ids(store)
     elif isinstance(store, MemoryStore):
         tables = store.backing.tables
         ids = [
