@@ -49,6 +49,7 @@ from ._core.errors import StoreConflict as StoreConflict
 from ._core.errors import StoreError as StoreError
 from ._core.errors import ThreadBusy as ThreadBusy
 from ._core.errors import ThreadNotFound as ThreadNotFound
+from ._core.errors import ThreadOwnedElsewhere as ThreadOwnedElsewhere
 from ._core.errors import ToolDefinitionError as ToolDefinitionError
 from ._core.errors import ToolInvocationError as ToolInvocationError
 from ._core.errors import ToolPreparationError as ToolPreparationError
@@ -264,6 +265,7 @@ __all__ = [
     "TextPart",
     "ThreadBusy",
     "ThreadNotFound",
+    "ThreadOwnedElsewhere",
     "ThreadParent",
     "ThreadRecord",
     "ThreadState",

@@ -79,6 +79,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="a SQLite file (default pai-actors.db), or a postgresql:// URL",
     )
     serve.add_argument(
+        "--node-id",
+        help="this process's name among several serving one PostgreSQL database (each a "
+        "different one): it owns the threads it drives by lease, and takes over the runs of "
+        "a node that stopped",
+    )
+    serve.add_argument(
+        "--lease",
+        type=float,
+        default=10.0,
+        help="with --node-id: seconds a node's lease of a thread outlives its last renewal "
+        "(default 10): how soon a stopped node's runs are taken over",
+    )
+    serve.add_argument(
         "--durability",
         choices=("normal", "full"),
         default="normal",
@@ -209,6 +222,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     if not 0 <= args.port <= 65535:
         return _fail(f"--port {args.port} is not a port; use 0..65535")
+    if not args.lease > 0:
+        return _fail(f"--lease {args.lease} is no lease; give seconds > 0 (default 10)")
     http_port = args.http_port
     if http_port is None:
         http_port = args.port + 1 if 0 < args.port < 65535 else 0
@@ -225,6 +240,8 @@ def _serve(args: argparse.Namespace) -> int:
                     db=args.db,
                     durability=args.durability,
                     say=print,
+                    node_id=args.node_id,
+                    lease=args.lease,
                 )
             )
         except BaseExceptionGroup as group:

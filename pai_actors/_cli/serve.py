@@ -11,6 +11,7 @@ cancelled and recorded, and suspended calls stay in the database for the next ``
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -18,10 +19,11 @@ from contextlib import asynccontextmanager
 
 import trio
 
+from .._core.errors import PaiError
 from .._http.server import HttpServer, open_http_server
 from .._inbox import inbox_app
 from .._runtime.runtime import AgentRuntime
-from .._server.application import build_application, load_factory
+from .._server.application import ApplicationError, build_application, load_factory
 from .._server.server import Authenticate, open_server
 from .._store.postgres import PostgresStore
 from .._store.sqlite import SqliteStore
@@ -36,18 +38,25 @@ async def serve(
     db: str,
     durability: str,
     say: Callable[[str], None],
+    node_id: str | None = None,
+    lease: float = 10.0,
 ) -> None:
     """Load ``spec``, open its runtime on ``db`` and serve it until a signal arrives (over
-    HTTP too on ``http_port``, unless it is ``None``)."""
+    HTTP too on ``http_port``, unless it is ``None``). With ``node_id`` (PostgreSQL only),
+    it is one node of several on the database: it keeps its leases and takes over the runs
+    of nodes that stopped (see :func:`keep_node`)."""
     factory = load_factory(spec)
-    with open_store(db, durability) as store:
+    with open_store(db, durability, node_id, lease) as store:
         app = await build_application(factory, store, spec)
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with (
                 app.runtime as rt,
                 open_server(rt, authenticate=app.authenticate, host=host, port=port) as server,
                 _maybe_http(rt, app.authenticate, host, http_port) as http,
+                trio.open_nursery() as node,
             ):
+                if isinstance(store, PostgresStore) and store.node_id is not None:
+                    await node.start(keep_node, rt, store)
                 shown = store.name if isinstance(store, PostgresStore) else db  # no password
                 say(f"serving {spec} on {server.url} (database {shown}); Ctrl-C stops")
                 if http is not None:
@@ -57,18 +66,50 @@ async def serve(
                 async for signum in signals:
                     say(f"{signal.Signals(signum).name}: shutting down")
                     break
+                node.cancel_scope.cancel()
     say("stopped; suspended calls stay in the database")
 
+
+_log = logging.getLogger("pai_actors.serve")
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
-def open_store(db: str, durability: str) -> SqliteStore | PostgresStore:
+def open_store(
+    db: str, durability: str, node_id: str | None = None, lease: float = 10.0
+) -> SqliteStore | PostgresStore:
     """The store ``--db`` names: a PostgreSQL database by URL, else a SQLite file
     (``durability`` is SQLite's; PostgreSQL's is the server's ``synchronous_commit``)."""
     if db.startswith(POSTGRES_SCHEMES):
-        return PostgresStore(db)
+        return PostgresStore(db, node_id=node_id, lease=lease)
+    if node_id is not None:
+        raise ApplicationError(
+            "--node-id is for several processes on one PostgreSQL database; a SQLite file "
+            "has one process: pass --db postgresql://... or leave --node-id out"
+        )
     return SqliteStore(db, durability=durability)  # type: ignore[arg-type]  # checked there
+
+
+async def keep_node(
+    rt: AgentRuntime,
+    store: PostgresStore,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """A node's duties beside serving: keep its leases (``store.keep_leases``), and every
+    half lease look for the runs of nodes that stopped (their leases expired while a run
+    was running) and load them, which recovers them as a restart does; any number of nodes
+    may look at once, the first to write a thread takes it."""
+    async with trio.open_nursery() as nursery:
+        await nursery.start(store.keep_leases)
+        task_status.started()
+        while True:
+            for thread_id in await store.orphaned_threads():
+                try:
+                    await rt.get_state(thread_id)
+                except PaiError:  # another node took it first, or it cannot load here
+                    _log.info("taking over thread %r failed", thread_id, exc_info=True)
+            await trio.sleep(store.lease / 2)
 
 
 @asynccontextmanager

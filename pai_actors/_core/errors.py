@@ -242,6 +242,13 @@ class StoreConflict(StoreError):
         self.problem = problem
 
 
+class ThreadOwnedElsewhere(StoreConflict):
+    """A write to a thread that another node drives (a :class:`~pai_actors.PostgresStore`
+    shared by several processes, each with its ``node_id``), or that this node drove until
+    it lost its lease: nothing of the transaction was written. Not worth retrying at once:
+    send the request to the owning node, or retry once its lease expired."""
+
+
 class ThreadNotFound(PaiError):
     """A runtime method was given a ``thread_id`` that does not exist."""
 

@@ -17,7 +17,7 @@ import trio
 from .._core.actions import ActionResult, PendingActionRef
 from .._core.call_record import CallRecord, CallSpec
 from .._core.calls import Submission, agents_done
-from .._core.errors import StoreConflict
+from .._core.errors import StoreConflict, ThreadOwnedElsewhere
 from .._core.records import RunRecord, StoredCall
 from .call import resumable
 from .run import CLEANUP_SECONDS
@@ -62,6 +62,8 @@ async def resolve(
             )
         try:
             stored = await write_resumable(services, call, outcome.record, run)
+        except ThreadOwnedElsewhere:  # another node drives the thread: not for this one
+            raise
         except StoreConflict:  # resolved or changed meanwhile: judge it again
             continue
         await wake(services, stored)

@@ -238,6 +238,11 @@ class AgentRuntime:
         self._idle_waits: dict[str, trio.Event] = {}  # thread_id -> what wait_idle waits on
         self._stack: AsyncExitStack | None = None
         self._root: Supervisor | None = None
+        # A store shared with other nodes (PostgresStore with a node_id) says when another
+        # node took a thread over: what this runtime settled of it is stale then.
+        on_lost = getattr(store, "on_lost", None)
+        if on_lost is not None and getattr(store, "node_id", None) is not None:
+            on_lost(self._thread_lost)
         self._nursery: trio.Nursery | None = None
         self._hub = WatchHub()
         # One task resolves every pending action's deadline (see ``_runtime.deadlines``).
@@ -607,6 +612,12 @@ class AgentRuntime:
                 file_id=file_id,
             )
         return found
+
+    def _thread_lost(self, thread_id: str) -> None:
+        """This node no longer owns ``thread_id``: its next load settles it again (another
+        node may have left a run to recover)."""
+        self._loaded[thread_id] = False
+        self._reconciled[thread_id] = False
 
     async def _load(
         self, thread_id: str, *, full: bool = False, by_starter: bool = False

@@ -55,7 +55,7 @@ was in flight leaves its outcome unknown, as with any client of a database serve
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from types import TracebackType
@@ -96,6 +96,7 @@ from .postgres_connection import (
     parse_conninfo,
     require_psycopg,
 )
+from .postgres_owners import OWNERS_TABLE, Owners, orphaned_threads
 from .postgres_pool import Connections
 from .postgres_schema import migrate
 from .postgres_writes import apply_writes
@@ -146,6 +147,8 @@ class PostgresStore:
         max_size: int = 4,
         mirror: bool = True,
         connect_timeout: float = 10.0,
+        node_id: str | None = None,
+        lease: float = 10.0,
     ) -> None:
         require_psycopg()
         if not 0 <= min_size <= max_size or max_size < 1:
@@ -155,6 +158,7 @@ class PostgresStore:
             )
         if not connect_timeout > 0:
             raise ValueError(f"connect_timeout={connect_timeout!r}; use a number of seconds > 0")
+        owners = None if node_id is None else Owners(node_id, lease)
         self.name, connect_with = parse_conninfo(conninfo, connect_timeout)
         self._connect_with = connect_with
         self._pool = Connections(
@@ -167,6 +171,8 @@ class PostgresStore:
         writer = self._pool.connect_now()
         try:
             migrate(writer, self.name)
+            if owners is not None:
+                writer.execute_blocking(OWNERS_TABLE)
             self._pool.fill()
         except BaseException:
             writer.close()
@@ -177,6 +183,9 @@ class PostgresStore:
         self._writer_lock = trio.Lock()  # held while a group is written (or a thread loaded)
         self._batch: list[_Commit] | None = None  # the group commit being gathered
         self._mirror = Mirror() if mirror else None
+        self._owners = owners
+        if owners is not None and self._mirror is not None:
+            owners.on_lost(self._mirror.forget)  # only the owner caches a thread
         self._writing: frozenset[str] = frozenset()  # the threads the group in flight writes
         self._closed = False
 
@@ -280,11 +289,15 @@ class PostgresStore:
                     if not alone:
                         await db.execute("SAVEPOINT one_commit")
                     try:
+                        if self._owners is not None:
+                            commit.claimed = await self._claim(db, commit, alone)
                         await apply_writes(
                             db,
                             commit.writes,
                             undo="ROLLBACK" if alone else "ROLLBACK TO SAVEPOINT one_commit",
                         )
+                        if self._owners is not None:
+                            await self._owners.release(db, commit.claimed, _stopped(commit))
                     except StoreError as exc:
                         commit.error = exc
                     except ServerError as exc:
@@ -296,6 +309,10 @@ class PostgresStore:
                 if db.in_transaction:
                     committing = True
                     await db.execute("COMMIT")
+                if self._owners is not None:
+                    for commit in group:
+                        if commit.error is None:
+                            self._owners.hold(commit.claimed)
                 self._mirror_commits(group)
             except BaseException as exc:
                 if db is not None and not db.broken and db.in_transaction:
@@ -319,6 +336,63 @@ class PostgresStore:
             for commit in group:
                 if commit.waiting is not None:
                     trio.lowlevel.reschedule(commit.waiting)
+
+    async def _claim(self, db: Connection, commit: _Commit, alone: bool) -> dict[str, int]:
+        """The leases of the threads ``commit`` writes, renewed or taken in its transaction
+        (``_store.postgres_owners``); refused (rolled back to its savepoint) when another node
+        owns one, or this node lost one."""
+        assert self._owners is not None
+        try:
+            return await self._owners.claim(db, _thread_ids([commit]))
+        except StoreError:
+            await db.execute("ROLLBACK" if alone else "ROLLBACK TO SAVEPOINT one_commit")
+            raise
+
+    # -- nodes (``node_id``): leases, and the threads of a node that stopped -----------------
+
+    @property
+    def node_id(self) -> str | None:
+        """The node this store writes as (``None``: it shares the database with no other)."""
+        return None if self._owners is None else self._owners.node_id
+
+    @property
+    def lease(self) -> float:
+        """How long (seconds) this node's lease of a thread lasts past its last renewal."""
+        return self._need_owners().lease
+
+    def on_lost(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(thread_id)`` whenever this node stops owning a thread (what it
+        caches of it must go). Only for a store with a ``node_id``."""
+        self._need_owners().on_lost(callback)
+
+    async def keep_leases(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Renew this node's leases, and give up those of threads with no running run, at
+        once and then every third of a lease, until cancelled (run it in a nursery beside
+        the runtime; ``nursery.start`` returns after the first round)."""
+        owners = self._need_owners()
+        while True:
+            await owners.renew(self._pool)
+            await owners.release_idle(self._pool)
+            task_status.started()
+            task_status = trio.TASK_STATUS_IGNORED
+            await trio.sleep(owners.lease / 3)
+
+    async def orphaned_threads(self, limit: int = 100) -> list[str]:
+        """Threads with a running run whose owner's lease expired (or that have none): a
+        node stopped while it drove them. Loading one in a runtime recovers it as a restart
+        does (:meth:`~pai_actors.AgentRuntime.get_state`)."""
+        self._need_owners()
+        return await orphaned_threads(self._pool, limit)
+
+    def _need_owners(self) -> Owners:
+        if self._owners is None:
+            raise StoreError(
+                f"{self!r} has no node_id: leases are for stores that share a database with "
+                "other nodes; give PostgresStore(..., node_id='a-name-per-process')"
+            )
+        return self._owners
 
     async def _writer_connection(self) -> Connection:
         """The commits' connection, opened again if the last one broke."""
@@ -353,13 +427,13 @@ class PostgresStore:
 
     async def _mirrored(self, thread_id: str) -> MirroredThread | None:
         """The thread as the mirror holds it, read into it first if it is not there; ``None``
-        when the mirror cannot answer (it is off, or a commit to the thread is in flight,
-        so the server may already show what the mirror does not yet), or the thread does
-        not exist."""
+        when the mirror cannot answer (it is off, a commit to the thread is in flight, so
+        the server may already show what the mirror does not yet, or another node may write
+        it: this node does not own it), or the thread does not exist."""
         self._check_open()
         await trio.lowlevel.checkpoint_if_cancelled()
         mirror = self._mirror
-        if mirror is None or thread_id in self._writing:
+        if mirror is None or thread_id in self._writing or not self._owns(thread_id):
             return None
         found = mirror.thread(thread_id)
         if found is not None:
@@ -385,9 +459,12 @@ class PostgresStore:
 
     def _mirrored_now(self, thread_id: str) -> MirroredThread | None:
         """The thread if the mirror holds it and may answer for it; no read into it."""
-        if self._mirror is None or thread_id in self._writing:
+        if self._mirror is None or thread_id in self._writing or not self._owns(thread_id):
             return None
         return self._mirror.thread(thread_id)
+
+    def _owns(self, thread_id: str) -> bool:
+        return self._owners is None or thread_id in self._owners.held
 
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
         rows = await self._fetch(_THREAD, thread_id)
@@ -540,6 +617,13 @@ def _loaded(model: type[R], rows: list[Row]) -> list[R]:
     return [_load(model, row[0]) for row in rows]
 
 
+def _stopped(commit: _Commit) -> Iterable[str]:
+    """The threads whose run ``commit`` records no longer running (waiting, or ended)."""
+    for write in commit.writes:
+        if isinstance(write, PutRun) and write.stored.status != "running":
+            yield write.run.thread_id
+
+
 def _thread_ids(group: list[_Commit]) -> Iterable[str]:
     """The threads the writes of ``group`` change."""
     for commit in group:
@@ -559,10 +643,11 @@ def _thread_ids(group: list[_Commit]) -> Iterable[str]:
 class _Commit:
     """One writer's batch in a group commit, and what became of it."""
 
-    __slots__ = ("error", "waiting", "writes")
+    __slots__ = ("claimed", "error", "waiting", "writes")
 
     def __init__(self, writes: Sequence[Write]) -> None:
         self.writes = writes
+        self.claimed: dict[str, int] = {}  # the leases its transaction renewed or took
         self.error: BaseException | None = None
         self.waiting: trio.lowlevel.Task | None = None  # a joiner, parked until written
 

@@ -107,6 +107,15 @@ class Mirror:
         self._running.clear()
         self._idle.clear()
 
+    def forget(self, thread_id: str) -> None:
+        """Forget one thread (another process may write it now)."""
+        thread = self.threads.pop(thread_id, None)
+        if thread is not None:
+            for run_id in thread.runs:
+                self._run_threads.pop(run_id, None)
+        self._running.pop(thread_id, None)
+        self._idle.pop(thread_id, None)
+
     def thread(self, thread_id: str) -> MirroredThread | None:
         """The mirrored thread, or ``None`` when it is not mirrored."""
         found = self.threads.get(thread_id)

@@ -678,10 +678,10 @@ def _url(conninfo: str) -> str:
 _SERVE = [sys.executable, "-m", "pai_actors._cli", "serve", "pai_actors.demo_app:factory"]
 
 
-def _serving(url: str) -> tuple[subprocess.Popen[str], str]:
+def _serving(url: str, *options: str) -> tuple[subprocess.Popen[str], str]:
     """``pai-actors serve`` of the demo application on ``url``; its WebSocket URL."""
     process = subprocess.Popen(
-        [*_SERVE, "--port", "0", "--no-http", "--db", url],
+        [*_SERVE, "--port", "0", "--no-http", "--db", url, *options],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -762,3 +762,38 @@ def test_pai_actors_serve_says_why_it_cannot_use_a_postgresql_url() -> None:
     assert result.returncode == 1
     assert "cannot connect to 'postgresql://postgres@127.0.0.1:1/nowhere'" in result.stderr
     assert "secret" not in result.stderr + result.stdout
+
+
+def test_two_nodes_serve_one_database_and_either_answers_any_thread(database: str) -> None:
+    """A conversation waits for its approval on node a (which gives the idle thread up);
+    the approval submitted through node b runs the rest there."""
+    url = _url(database)
+    a, a_url = _serving(url, "--node-id", "a")
+    b, b_url = _serving(url, "--node-id", "b")
+    try:
+        thread_id, action_id = trio.run(_pending_invoice, a_url)
+
+        async def approve_on_b() -> str:
+            with trio.fail_after(30):
+                async with open_client(b_url, token="alice-token") as client:
+                    thread = await client.thread(thread_id)
+                    [action] = await client.pending_actions()
+                    assert action.ref.action_id == action_id
+                    async with thread.watch() as updates:
+                        result = await client.submit_action(action.ref, {"approved": True})
+                        assert result.status == "accepted", result
+                        async for update in updates:
+                            if update.type == "run-status" and update.run.status == "completed":
+                                break
+                    return thread.get_state().messages[-1].parts[-1].text  # type: ignore[union-attr]
+
+        answer = trio.run(approve_on_b)
+    finally:
+        _stop(a)
+        _stop(b)
+    assert "Initech" in answer
+    with connect(database) as db:
+        [(node,)] = db.execute(
+            "SELECT node_id FROM pai_thread_owners WHERE thread_id = %s", (thread_id,)
+        ).fetchall() or [("(given up)",)]
+    assert node in ("b", "(given up)")  # b drove the rest; a never wrote it again

@@ -1,0 +1,212 @@
+"""Which node owns which thread, when several processes share one PostgreSQL database.
+
+A node (a :class:`~pai_actors.PostgresStore` given a ``node_id``) owns a thread by a
+**lease**: a row of ``pai_thread_owners`` naming the node, an ``epoch`` and an expiry. It
+takes the lease in the transaction of its first write to the thread, renews it with every
+later write and with :meth:`Owners.renew` between writes, and gives it up when the thread
+has no running run (:meth:`Owners.release_idle`): a waiting thread needs no owner, and the
+next node that writes it takes it.
+
+**Fencing.** Every write a node commits checks, in the same transaction, that the node
+still holds the lease of each thread it writes, at the epoch it took it with. A node that
+lost a lease (it paused, or its connection to the database was cut, past the expiry, and
+another node took the thread, which raises the epoch) has that write refused with
+:class:`~pai_actors.ThreadOwnedElsewhere`, so nothing it does after another node took over is
+written: no call is recorded twice, and a run is driven by one node at a time. A node that
+takes a thread anew (its first write, or after losing it) always raises the epoch, so even
+its own earlier, paused process with the same ``node_id`` is fenced.
+
+Why leases in a table rather than PostgreSQL advisory locks: a session advisory lock lives
+as long as the connection that took it, so a node's ownership would die with any one
+connection (the store reconnects when one breaks), and a lock gives no epoch a write can
+check; a lease row is checked and renewed by the same statement a commit runs anyway, and
+survives a reconnection.
+
+Whatever this node cached of a thread it no longer owns is forgotten (the store's mirror,
+and what the callbacks given to :meth:`Owners.on_lost` drop, such as the runtime's
+"loaded" mark), so only the owner caches a thread.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from .._core.errors import ThreadOwnedElsewhere
+from .postgres_connection import Param, Row
+
+
+class Fetcher(Protocol):
+    """A connection, or the read pool: what runs one statement and returns its rows."""
+
+    async def fetch(self, sql: str, *params: Param) -> list[Row]: ...
+
+
+OWNERS_TABLE = """
+CREATE TABLE IF NOT EXISTS pai_thread_owners (
+    thread_id TEXT COLLATE "C" PRIMARY KEY,
+    node_id TEXT NOT NULL,
+    epoch BIGINT NOT NULL,
+    expires_at TIMESTAMPTZ NOT NULL
+)
+"""
+"""The nodes' leases: not records of the store (outside its schema versions), created by
+every store that opens a database with a ``node_id``."""
+
+# Renew the leases this node holds at the epochs it holds them (the threads it still owns
+# come back).
+_RENEW = (
+    "UPDATE pai_thread_owners AS o"
+    " SET expires_at = now() + make_interval(secs => ($2 / 1000.0)::float8)"
+    " FROM json_to_recordset($3::text::json) AS h (thread_id text, epoch bigint)"
+    " WHERE o.thread_id = h.thread_id AND o.node_id = $1 AND o.epoch = h.epoch"
+    " RETURNING o.thread_id"
+)
+# Take threads this node does not hold: new ones, those whose lease expired, and those a
+# process of this node id holds (a restart); the epoch goes up (the threads taken come back).
+_TAKE = (
+    "INSERT INTO pai_thread_owners AS o (thread_id, node_id, epoch, expires_at)"
+    " SELECT value, $1, 1, now() + make_interval(secs => ($2 / 1000.0)::float8)"
+    " FROM json_array_elements_text($3::text::json)"
+    " ON CONFLICT (thread_id) DO UPDATE SET node_id = excluded.node_id,"
+    " epoch = o.epoch + 1, expires_at = excluded.expires_at"
+    " WHERE o.expires_at < now() OR o.node_id = excluded.node_id"
+    " RETURNING o.thread_id, o.epoch"
+)
+_OWNER = (
+    "SELECT thread_id, node_id, expires_at < now() FROM pai_thread_owners"
+    " WHERE thread_id IN (SELECT value FROM json_array_elements_text($1::text::json))"
+)
+# Give up the leases of held threads without a running run (nothing to drive: the next
+# node that writes one takes it).
+_RELEASE = (
+    "DELETE FROM pai_thread_owners AS o"
+    " USING json_to_recordset($2::text::json) AS h (thread_id text, epoch bigint)"
+    " WHERE o.thread_id = h.thread_id AND o.node_id = $1 AND o.epoch = h.epoch"
+    " AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.thread_id = o.thread_id AND runs.active"
+    " AND runs.json::jsonb ->> 'status' = 'running')"
+    " RETURNING o.thread_id"
+)
+_GIVE_UP = (
+    "DELETE FROM pai_thread_owners AS o"
+    " USING json_to_recordset($2::text::json) AS h (thread_id text, epoch bigint)"
+    " WHERE o.thread_id = h.thread_id AND o.node_id = $1 AND o.epoch = h.epoch"
+    " RETURNING o.thread_id"
+)
+# Threads with a running run and no live owner: a node stopped while it drove them.
+_ORPHANED = (
+    "SELECT runs.thread_id FROM runs LEFT JOIN pai_thread_owners AS o USING (thread_id)"
+    " WHERE runs.active AND runs.json::jsonb ->> 'status' = 'running'"
+    " AND (o.thread_id IS NULL OR o.expires_at < now()) ORDER BY runs.seq LIMIT $1"
+)
+
+
+class Owners:
+    """The leases one node holds, by thread: the epoch it took each with.
+
+    A lease lasts ``lease`` seconds past its last renewal. Not thread-safe: the store's
+    (trio) thread uses it."""
+
+    def __init__(self, node_id: str, lease: float) -> None:
+        if not isinstance(node_id, str) or not node_id.strip():
+            raise ValueError(
+                f"node_id must be a non-empty str naming this process, got {node_id!r}"
+            )
+        if not lease > 0:
+            raise ValueError(f"lease={lease!r}; use a number of seconds > 0")
+        self.node_id = node_id
+        self.lease = lease
+        self._lease_ms = max(1, round(lease * 1000))  # (parameters cross as integers)
+        self.held: dict[str, int] = {}  # thread id -> epoch
+        self._lost: list[Callable[[str], None]] = []
+
+    def on_lost(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(thread_id)`` whenever this node stops owning a thread."""
+        self._lost.append(callback)
+
+    async def claim(self, db: Fetcher, thread_ids: Iterable[str]) -> dict[str, int]:
+        """Inside a commit's transaction: renew or take the lease of each thread the commit
+        writes; the leases it holds then (to :meth:`hold` once the commit is written).
+        :class:`~pai_actors.ThreadOwnedElsewhere` when another node owns one, or this node
+        lost one it held (fenced): the caller rolls the commit back."""
+        wanted = sorted(set(thread_ids))
+        held = {t: self.held[t] for t in wanted if t in self.held}
+        claimed: dict[str, int] = {}
+        if held:
+            rows = await db.fetch(_RENEW, self.node_id, self._lease_ms, _pairs(held))
+            claimed.update((row[0], held[row[0]]) for row in rows)
+            lost = [t for t in held if t not in claimed]
+            if lost:
+                self.lose(lost)
+                raise ThreadOwnedElsewhere(
+                    f"thread {lost[0]!r}",
+                    f"node {self.node_id!r} lost its lease (another node took the thread "
+                    "over while this one was paused or cut off): nothing was written; this "
+                    "node no longer drives it",
+                )
+        new = [t for t in wanted if t not in held]
+        if new:
+            rows = await db.fetch(_TAKE, self.node_id, self._lease_ms, json.dumps(new))
+            claimed.update((str(row[0]), int(row[1])) for row in rows)
+            refused = [t for t in new if t not in claimed]
+            if refused:
+                raise ThreadOwnedElsewhere(
+                    f"thread {refused[0]!r}",
+                    await self._owned_elsewhere(db, refused),
+                )
+        return claimed
+
+    async def _owned_elsewhere(self, db: Fetcher, thread_ids: list[str]) -> str:
+        rows: list[Row] = await db.fetch(_OWNER, json.dumps(thread_ids))
+        owners = sorted({str(row[1]) for row in rows})
+        return (
+            f"owned by node {', '.join(map(repr, owners))} (its lease is live): nothing was "
+            "written; send the request to that node, or retry once its lease expired"
+        )
+
+    async def release(self, db: Fetcher, claimed: dict[str, int], idle: Iterable[str]) -> None:
+        """Inside a commit's transaction: give up at once the leases it claimed of the
+        threads whose run it stopped (waiting, or ended): nothing drives them now, and
+        the next node that writes one takes it without waiting for the lease to expire."""
+        done = {t: claimed.pop(t) for t in set(idle) if t in claimed}
+        if done:
+            await db.fetch(_GIVE_UP, self.node_id, _pairs(done))
+
+    def hold(self, claimed: dict[str, int]) -> None:
+        """The commit that claimed these leases is written: this node holds them."""
+        self.held.update(claimed)
+
+    def lose(self, thread_ids: Iterable[str]) -> None:
+        """This node no longer owns these threads: forget them, and tell the callbacks."""
+        for thread_id in thread_ids:
+            if self.held.pop(thread_id, None) is not None:
+                for callback in self._lost:
+                    callback(thread_id)
+
+    async def renew(self, db: Fetcher) -> None:
+        """Renew every lease this node holds; forget those it lost."""
+        if not self.held:
+            return
+        held = dict(self.held)
+        rows = await db.fetch(_RENEW, self.node_id, self._lease_ms, _pairs(held))
+        kept = {str(row[0]) for row in rows}
+        self.lose(t for t in held if t not in kept and self.held.get(t) == held[t])
+
+    async def release_idle(self, db: Fetcher) -> None:
+        """Give up the leases of the held threads that have no running run."""
+        if not self.held:
+            return
+        held = dict(self.held)
+        rows = await db.fetch(_RELEASE, self.node_id, _pairs(held))
+        self.lose(str(row[0]) for row in rows if self.held.get(str(row[0])) == held[str(row[0])])
+
+
+async def orphaned_threads(db: Fetcher, limit: int) -> list[str]:
+    """Threads with a running run whose owner's lease expired (or that have none), oldest
+    run first: what a node that stopped was driving."""
+    return [str(row[0]) for row in await db.fetch(_ORPHANED, limit)]
+
+
+def _pairs(held: dict[str, int]) -> str:
+    return json.dumps([{"thread_id": t, "epoch": e} for t, e in held.items()])
