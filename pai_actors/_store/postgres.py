@@ -297,7 +297,9 @@ class PostgresStore:
                             undo="ROLLBACK" if alone else "ROLLBACK TO SAVEPOINT one_commit",
                         )
                         if self._owners is not None:
-                            await self._owners.release(db, commit.claimed, _stopped(commit))
+                            commit.released = await self._owners.release(
+                                db, commit.claimed, _stopped(commit)
+                            )
                     except StoreError as exc:
                         commit.error = exc
                     except ServerError as exc:
@@ -309,11 +311,12 @@ class PostgresStore:
                 if db.in_transaction:
                     committing = True
                     await db.execute("COMMIT")
+                self._mirror_commits(group)
                 if self._owners is not None:
                     for commit in group:
                         if commit.error is None:
                             self._owners.hold(commit.claimed)
-                self._mirror_commits(group)
+                            self._owners.given_up(commit.released)
             except BaseException as exc:
                 if db is not None and not db.broken and db.in_transaction:
                     await db.execute("ROLLBACK")
@@ -643,11 +646,12 @@ def _thread_ids(group: list[_Commit]) -> Iterable[str]:
 class _Commit:
     """One writer's batch in a group commit, and what became of it."""
 
-    __slots__ = ("claimed", "error", "waiting", "writes")
+    __slots__ = ("claimed", "error", "released", "waiting", "writes")
 
     def __init__(self, writes: Sequence[Write]) -> None:
         self.writes = writes
         self.claimed: dict[str, int] = {}  # the leases its transaction renewed or took
+        self.released: list[str] = []  # and those it gave up (their runs stopped)
         self.error: BaseException | None = None
         self.waiting: trio.lowlevel.Task | None = None  # a joiner, parked until written
 

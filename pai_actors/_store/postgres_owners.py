@@ -165,13 +165,23 @@ class Owners:
             "written; send the request to that node, or retry once its lease expired"
         )
 
-    async def release(self, db: Fetcher, claimed: dict[str, int], idle: Iterable[str]) -> None:
+    async def release(self, db: Fetcher, claimed: dict[str, int], idle: Iterable[str]) -> list[str]:
         """Inside a commit's transaction: give up at once the leases it claimed of the
         threads whose run it stopped (waiting, or ended): nothing drives them now, and
-        the next node that writes one takes it without waiting for the lease to expire."""
+        the next node that writes one takes it without waiting for the lease to expire.
+        The threads given up (to :meth:`given_up` once the commit is written)."""
         done = {t: claimed.pop(t) for t in set(idle) if t in claimed}
         if done:
             await db.fetch(_GIVE_UP, self.node_id, _pairs(done))
+        return sorted(done)
+
+    def given_up(self, thread_ids: Iterable[str]) -> None:
+        """The commit that gave these leases up is written: this node owns them no more
+        (and caches them no more)."""
+        for thread_id in thread_ids:
+            self.held.pop(thread_id, None)
+            for callback in self._lost:
+                callback(thread_id)
 
     def hold(self, claimed: dict[str, int]) -> None:
         """The commit that claimed these leases is written: this node holds them."""

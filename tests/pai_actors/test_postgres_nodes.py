@@ -20,8 +20,18 @@ from typing import Any
 import pytest
 import trio
 
-from pai_actors import Message, PostgresStore, StoreConflict, TextPart, ThreadRecord
-from pai_actors.testing import create_test_runtime
+from pai_actors import (
+    Message,
+    PostgresStore,
+    StoreConflict,
+    TextPart,
+    ThreadRecord,
+    ToolRegistration,
+    define_agent,
+    define_tool,
+    json_schema,
+)
+from pai_actors.testing import ScriptedModel, create_test_runtime, text, tool_call
 
 from .node_worker import agent, model
 from .postgres_support import connect, new_database
@@ -203,3 +213,33 @@ def test_a_run_of_a_killed_node_is_taken_over_and_recovered_by_another(database:
     assert "interrupted" in (call.error_text or "")
     assert state.messages[-1].parts[-1].text == "done"  # type: ignore[union-attr]
     assert owner(database, thread_id) is None  # b took it over, then gave it up: run over
+
+
+async def test_a_node_answers_a_thread_it_gave_up_and_owns_it_while_it_runs(
+    database: str,
+) -> None:
+    pay = define_tool(
+        id="test.pay.v1",
+        description="Pay.",
+        input_schema=json_schema({"type": "object"}),
+        execute=lambda ctx: "paid",
+    )
+    payer = define_agent(name="payer", tools={"pay": ToolRegistration(pay, needs_approval=True)})
+
+    def step(request: Any) -> Any:
+        answered = type(request.messages[-1]).__name__ == "ModelToolMessage"
+        return text("done") if answered else [tool_call("pay", {})]
+
+    with trio.fail_after(30), PostgresStore(database, node_id="a") as a:
+        scripted = ScriptedModel([step], repeat_last=True)
+        async with create_test_runtime(payer, model=scripted, store=a) as rt:
+            thread_id = await rt.create_thread("s")
+            await rt.send(thread_id, "pay")
+            await rt.wait_idle(thread_id)
+            assert owner(database, thread_id) is None  # waiting: given up
+            [action] = await rt.pending_actions(thread_id)
+            assert (await action.submit({"approved": True})).status == "accepted"
+            await rt.wait_idle(thread_id)
+            state = await rt.get_state(thread_id)
+    assert [r.status for r in state.runs] == ["completed"]
+    assert state.messages[-1].parts[-1].text == "done"  # type: ignore[union-attr]
