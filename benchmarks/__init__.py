@@ -72,6 +72,11 @@ used. The figures:
   W1 round trip, target <= 1.5) and ``subagents_memory`` (resident bytes per suspended
   sub-agent vs per suspended top-level call, target: at most 2x). See
   :mod:`benchmarks._subagents`.
+- Durable approvals on PostgreSQL (see :mod:`benchmarks._postgres`), ours on
+  ``PostgresStore`` against LangGraph on ``AsyncPostgresSaver``, each side of each repetition
+  on a new database of the same server, the CPU split between the process and the server in
+  ``method``: ``w1_postgres`` (all at once, >= 5), ``w2_postgres_suspend`` (time ratio
+  <= 0.2) and ``w2_postgres_resume`` (>= 5). Without a reachable server they say so.
 
 Each figure is a function that takes its sizes, so a test can run it tiny. Timing lives
 here, never in a test. This package's ``__init__`` imports the figures lazily, so that a side
@@ -106,6 +111,9 @@ if TYPE_CHECKING:
     from ._harness import Record as Record
     from ._harness import Target as Target
     from ._harness import render_markdown as render_markdown
+    from ._postgres import w1_postgres as w1_postgres
+    from ._postgres import w2_postgres_resume as w2_postgres_resume
+    from ._postgres import w2_postgres_suspend as w2_postgres_suspend
     from ._protocol_latency import latency_p50_concurrent as protocol_latency_p50_concurrent
     from ._protocol_latency import latency_p50_sequential as protocol_latency_p50_sequential
     from ._protocol_latency import latency_p99_concurrent as protocol_latency_p99_concurrent
@@ -150,6 +158,9 @@ _LAZY = {
     "w2_resume_equal_normal": ("_durable", "w2_resume_equal_normal"),
     "w2_suspend": ("_durable", "w2_suspend"),
     "w2_suspend_equal_normal": ("_durable", "w2_suspend_equal_normal"),
+    "w1_postgres": ("_postgres", "w1_postgres"),
+    "w2_postgres_resume": ("_postgres", "w2_postgres_resume"),
+    "w2_postgres_suspend": ("_postgres", "w2_postgres_suspend"),
     "protocol_latency_p50_concurrent": ("_protocol_latency", "latency_p50_concurrent"),
     "protocol_latency_p50_sequential": ("_protocol_latency", "latency_p50_sequential"),
     "protocol_latency_p99_concurrent": ("_protocol_latency", "latency_p99_concurrent"),
@@ -205,12 +216,15 @@ __all__ = [
     "w1_concurrent_equal_normal",
     "w1_concurrent_pydantic_ai",
     "w1_concurrent_vs_sequential",
+    "w1_postgres",
     "w1_sequential",
     "w1_sequential_equal_full",
     "w1_sequential_equal_normal",
     "w1_sequential_pydantic_ai",
     "w2_memory",
     "w2_memory_at_once",
+    "w2_postgres_resume",
+    "w2_postgres_suspend",
     "w2_resume",
     "w2_resume_equal_normal",
     "w2_suspend",

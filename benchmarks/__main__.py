@@ -17,6 +17,7 @@ def _figures(quick: bool) -> dict[str, Figure]:
     """The figures at full sizes, or at quick ones (CI: the whole quick run takes a few
     minutes on 2 cores, most of it starting the side processes)."""
     from . import _durable as d
+    from . import _postgres as pg
     from ._ask import ask_round_trip
     from ._cancel_run import cancel_run
     from ._protocol_latency import (
@@ -105,6 +106,12 @@ def _figures(quick: bool) -> dict[str, Figure]:
             "subagents_conversations": lambda: subagents_conversations(1_000, 10, repeats=3),
             "subagents_round_trip": lambda: subagents_round_trip(1_000, 10, repeats=3),
             "subagents_memory": lambda: subagents_memory(1_000, 10, repeats=3),
+            # Durable approvals on PostgreSQL vs LangGraph's AsyncPostgresSaver, each side
+            # of each repetition on a new database; one measurement (cached) gives both W2
+            # figures.
+            "w1_postgres": lambda: pg.w1_postgres(w1, peer_n=w1, repeats=r),
+            "w2_postgres_suspend": lambda: pg.w2_postgres_suspend(w2, repeats=r),
+            "w2_postgres_resume": lambda: pg.w2_postgres_resume(w2, repeats=r),
         }
     w1, w2, mem = 20, 100, 500
     return {
@@ -152,6 +159,9 @@ def _figures(quick: bool) -> dict[str, Figure]:
         "subagents_conversations": lambda: subagents_conversations(10, 10, repeats=1),
         "subagents_round_trip": lambda: subagents_round_trip(10, 10, repeats=1),
         "subagents_memory": lambda: subagents_memory(10, 10, repeats=1),
+        "w1_postgres": lambda: pg.w1_postgres(w1, peer_n=w1, repeats=1),
+        "w2_postgres_suspend": lambda: pg.w2_postgres_suspend(w2, repeats=1),
+        "w2_postgres_resume": lambda: pg.w2_postgres_resume(w2, repeats=1),
     }
 
 
@@ -164,8 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m benchmarks",
         description=(
             "Benchmark supervisors against bare trio (and pykka), durable approvals "
-            "against LangGraph and pydantic-ai, the protocol server against a bare "
-            "trio-websocket echo, token streaming against the openai SDK alone, and "
+            "(SQLite, PostgreSQL) against LangGraph and pydantic-ai, the protocol server "
+            "against a bare trio-websocket echo, token streaming against the openai SDK alone, and "
             "sub-agents against top-level conversations; one "
             "JSON line each. Each side of each repetition runs in a "
             "fresh process; figures are medians of interleaved repetitions."

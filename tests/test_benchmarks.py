@@ -22,6 +22,7 @@ from benchmarks import (
     Target,
     _durable,
     _harness,
+    _postgres,
     _spawn_exit,
     _subagents,
     ask_round_trip,
@@ -53,12 +54,15 @@ from benchmarks import (
     w1_concurrent_equal_normal,
     w1_concurrent_pydantic_ai,
     w1_concurrent_vs_sequential,
+    w1_postgres,
     w1_sequential,
     w1_sequential_equal_full,
     w1_sequential_equal_normal,
     w1_sequential_pydantic_ai,
     w2_memory,
     w2_memory_at_once,
+    w2_postgres_resume,
+    w2_postgres_suspend,
     w2_resume,
     w2_resume_equal_normal,
     w2_suspend,
@@ -96,6 +100,7 @@ def in_process() -> Iterator[None]:
     caches = (
         _durable._w2,
         _durable._memory,
+        _postgres._w2,
         _spawn_exit._measure,
         _subagents._time,
         _subagents._memory,
@@ -122,6 +127,10 @@ def check_record_json(line: str) -> dict[str, object]:
         assert str(data["target"]).split(" ")[0] in (">=", "<=")
     assert data["n"] > 0
     assert data["method"]
+    if str(data["baseline"]).startswith("not measured: "):  # no PostgreSQL, or no psycopg
+        assert data["repeats"] == 0
+        assert data["samples"] == data["baseline_samples"] == []
+        return data
     assert len(data["samples"]) == data["repeats"] >= 1
     assert all(type(x) is float for x in data["samples"] + data["baseline_samples"])
     if data["baseline_value"] is None:  # no baseline, or a peer that is not installed
@@ -635,6 +644,9 @@ def test_cli_prints_one_line_per_figure(
         "subagents_conversations": lambda: subagents_conversations(1, 2, repeats=1),
         "subagents_round_trip": lambda: subagents_round_trip(1, 2, repeats=1),
         "subagents_memory": lambda: subagents_memory(1, 2, repeats=1),
+        "w1_postgres": lambda: w1_postgres(2, peer_n=1, repeats=1),
+        "w2_postgres_suspend": lambda: w2_postgres_suspend(2, repeats=1),
+        "w2_postgres_resume": lambda: w2_postgres_resume(2, repeats=1),
     }
     assert list(tiny) == list(FULL) == list(QUICK)
     for name, figure in tiny.items():
@@ -673,6 +685,8 @@ def test_no_side_imports_another() -> None:
     for module in (
         "_peers_langgraph.py",
         "_peers_pydantic_ai.py",
+        "_peers_langgraph_postgres.py",
+        "_pg.py",
         "_conversation.py",
         "_streaming_sdk.py",
         "_sse_server.py",
