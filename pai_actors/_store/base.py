@@ -37,7 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
-from typing import Protocol, TypeAlias
+from typing import Protocol, Self, TypeAlias
 
 from .._core.call_record import CallRecord
 from .._core.errors import StoreConflict, StoreError
@@ -200,6 +200,26 @@ class Transaction:
         writes, self._done = tuple(self._writes), True
         if exc_type is None and writes:
             await self._store.commit(writes)
+
+
+class ClosingStore:
+    """A store that holds connections: ``close()`` them, or use it as a context manager
+    (``with`` or ``async with``), which closes it on the way out."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 class Store(Protocol):

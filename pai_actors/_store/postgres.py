@@ -58,7 +58,6 @@ import copy
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
-from types import TracebackType
 from typing import TypeVar
 
 import pydantic
@@ -76,6 +75,7 @@ from .._core.records import (
 )
 from .base import (
     AppendMessage,
+    ClosingStore,
     CreateThread,
     PutCall,
     PutRun,
@@ -107,7 +107,7 @@ from .sqlite_writes import instant_us
 R = TypeVar("R", bound=pydantic.BaseModel)
 
 
-class PostgresStore:
+class PostgresStore(ClosingStore):
     """A :class:`~pai_actors.Store` in a PostgreSQL database:
     ``PostgresStore("postgresql://user@host:5432/app")``.
 
@@ -200,28 +200,6 @@ class PostgresStore:
         if self._writer is not None and not self._writer_in_use:
             self._writer.close()
             self._writer = None
-
-    def __enter__(self) -> PostgresStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> PostgresStore:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _check_open(self) -> None:
         if self._closed:

@@ -56,7 +56,6 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
-from types import TracebackType
 from typing import Any, Literal, TypeVar
 
 import pydantic
@@ -72,7 +71,7 @@ from .._core.records import (
     ThreadRecord,
     UploadedFile,
 )
-from .base import Transaction, Write, expiring_actions, open_actions
+from .base import ClosingStore, Transaction, Write, expiring_actions, open_actions
 from .sqlite_checkpoints import _Checkpointer
 from .sqlite_mirror import Mirror, MirroredThread
 from .sqlite_schema import migrate
@@ -83,7 +82,7 @@ _SYNCHRONOUS: dict[str, str] = {"normal": "NORMAL", "full": "FULL"}
 R = TypeVar("R", bound=pydantic.BaseModel)
 
 
-class SqliteStore:
+class SqliteStore(ClosingStore):
     """A :class:`~pai_actors.Store` in a SQLite file: ``SqliteStore("app.db")``.
 
     The database is opened (and created, or migrated forward) at construction; ``close()``
@@ -171,28 +170,6 @@ class SqliteStore:
             self._stop_checkpointer()  # joins the thread; its connection is closed
         if db is not None:
             db.close()  # the last connection to the file copies the log and deletes it
-
-    def __enter__(self) -> SqliteStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> SqliteStore:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _connection(self) -> sqlite3.Connection:
         if self._db is None:
