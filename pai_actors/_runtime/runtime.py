@@ -240,6 +240,9 @@ class AgentRuntime:
         self._root: Supervisor | None = None
         # A store shared with other nodes (PostgresStore with a node_id) says when another
         # node took a thread over: what this runtime settled of it is stale then.
+        self._following = False  # whether other processes' changes reach the watchers
+        self._catching_up: set[str] = set()  # threads whose change is to be read
+        self._catch_up_locks: dict[str, trio.Lock] = {}
         on_lost = getattr(store, "on_lost", None)
         if on_lost is not None and getattr(store, "node_id", None) is not None:
             on_lost(self._thread_lost)
@@ -322,6 +325,10 @@ class AgentRuntime:
         self._nursery = await self._stack.enter_async_context(trio.open_nursery())
         self._handle(Opened())
         self._nursery.start_soon(self._deadlines.run)  # also those that passed while closed
+        follow = getattr(self._store, "follow_other_nodes", None)
+        if follow is not None and getattr(self._store, "node_id", None) is not None:
+            await self._nursery.start(follow, self._changed_elsewhere)
+            self._following = True
         return self
 
     async def __aexit__(
@@ -612,6 +619,35 @@ class AgentRuntime:
                 file_id=file_id,
             )
         return found
+
+    def _changed_elsewhere(self, thread_id: str) -> None:
+        """Another process committed a change to ``thread_id`` (a store shared by several
+        nodes): what this runtime settled of it is stale, and its watchers here are shown
+        the change, read from the store, as updates."""
+        self._thread_lost(thread_id)
+        if self._hub.followed(thread_id) and thread_id not in self._catching_up:
+            self._catching_up.add(thread_id)
+            assert self._nursery is not None
+            self._nursery.start_soon(self._catch_up, thread_id)
+
+    async def _catch_up(self, thread_id: str) -> None:
+        # One reader of a thread at a time, so that its watchers are shown its states in
+        # the order they were read (a later read never published before an earlier one).
+        lock = self._catch_up_locks.setdefault(thread_id, trio.Lock())
+        async with lock:
+            self._catching_up.discard(thread_id)  # a change from now on: read again
+            try:
+                self._hub.catch_up(await self._read_state(thread_id))
+            except PaiError:  # the store failed: the next change reads it again
+                _log.exception("showing %r's watchers another node's change failed", thread_id)
+        if not lock.locked() and not lock.statistics().tasks_waiting:
+            self._catch_up_locks.pop(thread_id, None)
+
+    async def _follow(self, thread_id: str, state: ThreadState | None = None) -> None:
+        """Keep what the watchers of ``thread_id`` are shown, when other processes may
+        change it (see :meth:`_changed_elsewhere`)."""
+        if self._following:
+            self._hub.follow(state if state is not None else await self._read_state(thread_id))
 
     def _thread_lost(self, thread_id: str) -> None:
         """This node no longer owns ``thread_id``: its next load settles it again (another
@@ -1084,6 +1120,7 @@ class AgentRuntime:
         watcher, receive = self._add_watcher(thread_id, capacity, deltas)
         try:
             await self._load(thread_id, full=True)
+            await self._follow(thread_id)
             async with receive:
                 yield ThreadWatch(watcher, receive)
         finally:
@@ -1109,6 +1146,7 @@ class AgentRuntime:
             if not watcher.dirty:
                 break
             self._hub.remove(watcher)
+        await self._follow(thread_id, state)
         try:
             async with receive:
                 yield ThreadWatch(watcher, receive, state)

@@ -35,7 +35,8 @@ import trio
 from typing_extensions import TypeVar
 
 from .._core.errors import WatchOverflow
-from .._core.state import ThreadState
+from .._core.parts import Message, ToolPart
+from .._core.state import RunState, ThreadState
 from .._core.updates import (
     DeltaHold,
     MessageAppended,
@@ -155,6 +156,48 @@ class Pulse:
 
 
 @dataclass(eq=False)
+class Baseline:
+    """What the watchers of a thread have been shown of it: its messages by id (in order)
+    and its runs by id, as the updates published to them left it."""
+
+    messages: dict[str, Message]
+    runs: dict[str, RunState]
+
+    def apply(self, update: ThreadUpdateOrDelta) -> None:
+        if isinstance(update, MessageAppended | MessageReplaced):
+            self.messages[update.message.id] = update.message
+        elif isinstance(update, ToolPartUpdated):
+            message = self.messages.get(update.message_id)
+            if message is not None:
+                parts = [
+                    update.part
+                    if isinstance(p, ToolPart) and p.tool_call_id == update.part.tool_call_id
+                    else p
+                    for p in message.parts
+                ]
+                self.messages[message.id] = message.model_copy(update={"parts": tuple(parts)})
+        elif isinstance(update, RunStatusChanged):
+            self.runs[update.run.run_id] = update.run
+
+    def updates_to(self, state: ThreadState) -> list[ThreadUpdate]:
+        """The updates that bring the watchers from this baseline to ``state`` (read from
+        the store after another process changed the thread): messages appended or
+        replaced, then runs whose status changed."""
+        thread_id = state.thread_id
+        updates: list[ThreadUpdate] = []
+        for message in state.messages:
+            shown = self.messages.get(message.id)
+            if shown is None:
+                updates.append(MessageAppended(thread_id=thread_id, message=message))
+            elif shown != message:
+                updates.append(MessageReplaced(thread_id=thread_id, message=message))
+        for run in state.runs:
+            if self.runs.get(run.run_id) != run:
+                updates.append(RunStatusChanged(thread_id=thread_id, run=run))
+        return updates
+
+
+@dataclass(eq=False)
 class WatchHub:
     """The runtime's watchers, by thread. Publishing is synchronous and never blocks.
 
@@ -169,6 +212,28 @@ class WatchHub:
     # Beats once per committed transaction that wrote a tool call: a pending action may have
     # opened, changed or closed (what a live view of a scope's actions waits for).
     calls_written: Pulse = field(default_factory=Pulse)
+    # by thread: what its watchers were shown, for the threads another process may change
+    # (see ``follow``)
+    _baselines: dict[str, Baseline] = field(default_factory=dict)
+
+    def follow(self, state: ThreadState) -> None:
+        """Keep what the watchers of ``state``'s thread are shown from ``state`` on (their
+        snapshot), so that a change another process makes can be shown as updates
+        (:meth:`catch_up`). Kept while the thread has watchers."""
+        if state.thread_id not in self._baselines and state.thread_id in self._watchers:
+            self._baselines[state.thread_id] = Baseline(
+                {m.id: m for m in state.messages}, {r.run_id: r for r in state.runs}
+            )
+
+    def catch_up(self, state: ThreadState) -> None:
+        """Show the watchers of a followed thread what changed from what they were shown
+        to ``state`` (read from the store)."""
+        baseline = self._baselines.get(state.thread_id)
+        if baseline is not None:
+            self.publish(baseline.updates_to(state))
+
+    def followed(self, thread_id: str) -> bool:
+        return thread_id in self._baselines
 
     def begin(self, thread_ids: frozenset[str]) -> None:
         """A commit showing writes of ``thread_ids`` begins (its updates are not published)."""
@@ -219,6 +284,8 @@ class WatchHub:
                 else:
                     del self._delta_watchers[thread_id]
         watcher.send.close()
+        if thread_id not in self._watchers:
+            self._baselines.pop(thread_id, None)
 
     def watched_for_deltas(self, thread_id: str) -> bool:
         """Whether ``thread_id`` has a watcher that receives :class:`MessageDelta` updates."""
@@ -241,6 +308,9 @@ class WatchHub:
     def publish(self, updates: Sequence[ThreadUpdateOrDelta]) -> None:
         for update in updates:
             delta = isinstance(update, MessageDelta)
+            baseline = None if delta else self._baselines.get(update.thread_id)
+            if baseline is not None:
+                baseline.apply(update)
             for watcher in list(self._watchers.get(update.thread_id, ())):
                 if delta and watcher.deltas is None:
                     continue

@@ -96,7 +96,7 @@ from .postgres_connection import (
     parse_conninfo,
     require_psycopg,
 )
-from .postgres_owners import OWNERS_TABLE, Owners, orphaned_threads
+from .postgres_owners import CHANGES, OWNERS_TABLE, Owners, orphaned_threads
 from .postgres_pool import Connections
 from .postgres_schema import migrate
 from .postgres_writes import apply_writes
@@ -278,6 +278,7 @@ class PostgresStore(ClosingStore):
                             commit.released = await self._owners.release(
                                 db, commit.claimed, _stopped(commit)
                             )
+                            await self._owners.announce(db, _thread_ids([commit]))
                     except StoreError as exc:
                         commit.error = exc
                     except ServerError as exc:
@@ -366,6 +367,32 @@ class PostgresStore(ClosingStore):
         does (:meth:`~pai_actors.AgentRuntime.get_state`)."""
         self._need_owners()
         return await orphaned_threads(self._pool, limit)
+
+    async def follow_other_nodes(
+        self,
+        changed: Callable[[str], None],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Call ``changed(thread_id)`` each time another node commits a change to a thread,
+        until cancelled: a connection of its own ``LISTEN``s to what every node's commits
+        announce (``NOTIFY``, delivered at commit, in commit order); this node's own are
+        left out. ``nursery.start`` returns once it listens."""
+        self._need_owners()
+        db = await self._pool.connect()
+        try:
+            await db.execute(f"LISTEN {CHANGES}")
+            task_status.started()
+            pgconn = db.pgconn
+            while True:
+                await trio.lowlevel.wait_readable(pgconn.socket)
+                pgconn.consume_input()
+                own = None if self._writer is None else self._writer.pgconn.backend_pid
+                while (note := pgconn.notifies()) is not None:
+                    if note.be_pid != own:
+                        changed(note.extra.decode())
+        finally:
+            db.close()
 
     def _need_owners(self) -> Owners:
         if self._owners is None:

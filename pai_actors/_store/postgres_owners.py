@@ -94,6 +94,12 @@ _GIVE_UP = (
     " WHERE o.thread_id = h.thread_id AND o.node_id = $1 AND o.epoch = h.epoch"
     " RETURNING o.thread_id"
 )
+# Tell the other nodes which threads a commit changed (delivered when it commits).
+CHANGES = "pai_threads"
+_NOTIFY = (
+    "SELECT count(pg_notify('pai_threads', value))"
+    " FROM json_array_elements_text($1::text::json)"
+)
 # Threads with a running run and no live owner: a node stopped while it drove them.
 _ORPHANED = (
     "SELECT runs.thread_id FROM runs LEFT JOIN pai_thread_owners AS o USING (thread_id)"
@@ -182,6 +188,11 @@ class Owners:
             self.held.pop(thread_id, None)
             for callback in self._lost:
                 callback(thread_id)
+
+    async def announce(self, db: Fetcher, thread_ids: Iterable[str]) -> None:
+        """Inside a commit's transaction: tell the other nodes (``LISTEN pai_threads``) that
+        it changes these threads; PostgreSQL delivers it only if the commit is written."""
+        await db.fetch(_NOTIFY, json.dumps(sorted(set(thread_ids))))
 
     def hold(self, claimed: dict[str, int]) -> None:
         """The commit that claimed these leases is written: this node holds them."""

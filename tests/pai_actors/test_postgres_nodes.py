@@ -243,3 +243,38 @@ async def test_a_node_answers_a_thread_it_gave_up_and_owns_it_while_it_runs(
             state = await rt.get_state(thread_id)
     assert [r.status for r in state.runs] == ["completed"]
     assert state.messages[-1].parts[-1].text == "done"  # type: ignore[union-attr]
+
+
+async def test_a_watcher_on_one_node_sees_a_run_driven_on_another(database: str) -> None:
+    """Node b drives the conversation; a watcher on node a is shown each change b commits,
+    as updates, in order, from the state its snapshot showed."""
+    with (
+        trio.fail_after(30),
+        PostgresStore(database, node_id="a") as store_a,
+        PostgresStore(database, node_id="b") as store_b,
+    ):
+        async with (
+            create_test_runtime(agent(block=False), model=model(), store=store_a) as a,
+            create_test_runtime(agent(block=False), model=model(), store=store_b) as b,
+        ):
+            thread_id = await b.create_thread("s")
+            seen: list[Any] = []
+            async with a.watch(thread_id, snapshot=True) as updates:
+                assert updates.snapshot is not None
+                assert updates.snapshot.messages == ()
+                await b.send(thread_id, "work")
+                async for update in updates:
+                    seen.append(update)
+                    if update.type == "run-status" and update.run.status == "completed":
+                        break
+            final = await b.get_state(thread_id)
+    kinds = [u.type for u in seen]
+    assert kinds[0] == "message-appended"  # the user's message
+    assert kinds[-1] == "run-status"
+    # applied to the snapshot, the updates give the thread as node b stored it
+    messages: dict[str, Any] = {}
+    for update in seen:
+        if update.type in ("message-appended", "message-replaced"):
+            messages[update.message.id] = update.message
+    assert list(messages.values()) == list(final.messages)
+    assert final.messages[-1].parts[-1].text == "done"  # type: ignore[union-attr]
