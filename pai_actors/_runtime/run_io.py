@@ -60,6 +60,10 @@ RUNTIME_CLOSING = "the runtime is closing"
 RUN_FAILED = "the run failed"
 """The reason a failing run gives the calls it cancels (their signals and records)."""
 
+TAKEN_OVER = "another node took this run over"
+"""The reason a node gives the calls of a run another node took from it (never recorded:
+its writes are refused; the new owner records what it finds)."""
+
 
 async def write_call(services: Services, call: StoredCall, record: CallRecord) -> StoredCall:
     """Write ``record`` and its tool part in one transaction; return the stored call."""

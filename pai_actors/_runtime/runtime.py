@@ -122,7 +122,7 @@ from .loading import (
 from .prepare import check_client_tools
 from .resolution import resolve, settle_caller
 from .run import CLEANUP_SECONDS, record_cancelled, run_actor
-from .run_io import RUNTIME_CLOSING, stage_call
+from .run_io import RUNTIME_CLOSING, TAKEN_OVER, stage_call
 from .services import MapError, Services
 from .subagents import CALLER_ENDED
 from .tracing import current_span_context
@@ -243,9 +243,10 @@ class AgentRuntime:
         self._following = False  # whether other processes' changes reach the watchers
         self._catching_up: set[str] = set()  # threads whose change is to be read
         self._catch_up_locks: dict[str, trio.Lock] = {}
-        on_lost = getattr(store, "on_lost", None)
-        if on_lost is not None and getattr(store, "node_id", None) is not None:
-            on_lost(self._thread_lost)
+        self._shared = getattr(store, "node_id", None) is not None  # with other nodes
+        if self._shared:
+            store.on_lost(self._thread_lost)  # type: ignore[attr-defined]
+            store.on_fenced(self._thread_fenced)  # type: ignore[attr-defined]
         self._nursery: trio.Nursery | None = None
         self._hub = WatchHub()
         # One task resolves every pending action's deadline (see ``_runtime.deadlines``).
@@ -649,6 +650,16 @@ class AgentRuntime:
         if self._following:
             self._hub.follow(state if state is not None else await self._read_state(thread_id))
 
+    def _thread_fenced(self, thread_id: str) -> None:
+        """Another node took ``thread_id`` from this one (its lease lapsed): the run this
+        runtime drove there stops at once; its writes are refused (the store fences the
+        thread until this runtime loads it afresh, with no run of it alive here)."""
+        run_id = self._admission.live_run_of(thread_id)
+        live = None if run_id is None else self._live.get(run_id)
+        if live is not None:
+            live.abort_calls(TAKEN_OVER)
+            live.scope.cancel()
+
     def _thread_lost(self, thread_id: str) -> None:
         """This node no longer owns ``thread_id``: its next load settles it again (another
         node may have left a run to recover)."""
@@ -674,9 +685,14 @@ class AgentRuntime:
         check_migration(thread_id, calls, self.agent_of(thread).tools)
         index_calls(self._message_index, calls)
         active = await self._store.get_active_run(thread_id)
-        if active is not None and self._admission.orphaned(
+        orphaned = active is not None and self._admission.orphaned(
             active.run_id, thread_id, by_starter=by_starter
-        ):
+        )
+        if orphaned and self._shared and not await self._store.take(thread_id):  # type: ignore[attr-defined]
+            # Another node drives it (or recovers it): not this runtime's to settle.
+            index_calls(self._message_index, calls)
+            return thread
+        if active is not None and orphaned:
             # No actor runs it: a runtime closed (or its process stopped) under it.
             run_calls = [c for c in calls if c.run_id == active.run_id]
             if any(_interrupted(c.record) for c in run_calls):
@@ -1410,6 +1426,7 @@ class AgentRuntime:
     async def submit_action(self, ref: PendingActionRef, payload: object) -> ActionResult:
         """Submit ``payload`` to the action ``ref`` names (validated by its schema)."""
         self._check_open()
+        await self._settle_first(ref.thread_id)
         return await resolve(
             self._services,
             ref,
@@ -1419,6 +1436,7 @@ class AgentRuntime:
     async def cancel_action(self, ref: PendingActionRef, reason: str | None = None) -> ActionResult:
         """Cancel the action: it and its call end as cancelled (with ``reason``)."""
         self._check_open()
+        await self._settle_first(ref.thread_id)
         return await resolve(
             self._services,
             ref,
@@ -1428,11 +1446,21 @@ class AgentRuntime:
     async def fail_action(self, ref: PendingActionRef, error: str | BaseException) -> ActionResult:
         """Fail the action: its call ends in ``output-error`` with ``errorText == str(error)``."""
         self._check_open()
+        await self._settle_first(ref.thread_id)
         return await resolve(
             self._services,
             ref,
             lambda record, _: fail_action(record, ref.action_id, error, at=self._now()),
         )
+
+    async def _settle_first(self, thread_id: str) -> None:
+        """Before a resolution: what a stopped process left of the thread is settled (its
+        interrupted calls recorded), so the run a submission wakes never finds a call it
+        cannot resume. A thread that is not there is the resolution's to reject."""
+        try:
+            await self._load(thread_id)
+        except ThreadNotFound:
+            pass
 
     async def _fire_deadline(self, action: OpenAction) -> bool:
         """Resolve ``action``, whose deadline passed, as its definition declares (the

@@ -56,6 +56,7 @@ from .._core.errors import (
     StoreError,
     ThreadBusy,
     ThreadNotFound,
+    ThreadOwnedElsewhere,
 )
 from .._core.json import JsonValue, to_json_value
 from .._protocol.frames import (
@@ -313,7 +314,7 @@ class _Connection:
             return error_frame(
                 "not-found", _no_thread(getattr(request, "thread_id", "?")), request.id
             )
-        except ThreadBusy as exc:
+        except (ThreadBusy, ThreadOwnedElsewhere) as exc:  # (another node drives it)
             return error_frame("thread-busy", str(exc), request.id)
         except MigrationRequired as exc:
             return error_frame("migration-required", str(exc), request.id)

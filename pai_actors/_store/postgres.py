@@ -63,7 +63,7 @@ from typing import TypeVar
 import pydantic
 import trio
 
-from .._core.errors import StoreError
+from .._core.errors import StoreError, ThreadOwnedElsewhere
 from .._core.parts import Message, ToolDataItem
 from .._core.records import (
     OpenAction,
@@ -170,9 +170,7 @@ class PostgresStore(ClosingStore):
         )
         writer = self._pool.connect_now()
         try:
-            migrate(writer, self.name)
-            if owners is not None:
-                writer.execute_blocking(OWNERS_TABLE)
+            migrate(writer, self.name, also=None if owners is None else OWNERS_TABLE)
             self._pool.fill()
         except BaseException:
             writer.close()
@@ -346,6 +344,37 @@ class PostgresStore(ClosingStore):
         """Call ``callback(thread_id)`` whenever this node stops owning a thread (what it
         caches of it must go). Only for a store with a ``node_id``."""
         self._need_owners().on_lost(callback)
+
+    def on_fenced(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(thread_id)`` when another node took a thread from this one (its
+        lease lapsed while this node drove it): this node's writes of it are refused until
+        :meth:`take` takes it again. Only for a store with a ``node_id``."""
+        self._need_owners().on_fenced(callback)
+
+    async def take(self, thread_id: str) -> bool:
+        """Take ``thread_id`` for this node now (its lease, in a transaction of its own),
+        as a node does before it recovers a run it finds with no live owner; ``False`` when
+        another node owns it. Lifts the fence of a thread this node lost. Only for a store
+        with a ``node_id``."""
+        owners = self._need_owners()
+        owners.fenced.discard(thread_id)
+        async with self._writer_lock:
+            db = await self._writer_connection()
+            await db.execute("BEGIN")
+            try:
+                claimed = await owners.claim(db, [thread_id])
+            except ThreadOwnedElsewhere:
+                await db.execute("ROLLBACK")
+                return False
+            except BaseException:
+                if not db.broken and db.in_transaction:
+                    with trio.CancelScope(shield=True):
+                        await db.execute("ROLLBACK")
+                raise
+            with trio.CancelScope(shield=True):
+                await db.execute("COMMIT")
+            owners.hold(claimed)
+        return True
 
     async def keep_leases(
         self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED

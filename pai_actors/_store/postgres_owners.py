@@ -97,8 +97,7 @@ _GIVE_UP = (
 # Tell the other nodes which threads a commit changed (delivered when it commits).
 CHANGES = "pai_threads"
 _NOTIFY = (
-    "SELECT count(pg_notify('pai_threads', value))"
-    " FROM json_array_elements_text($1::text::json)"
+    "SELECT count(pg_notify('pai_threads', value)) FROM json_array_elements_text($1::text::json)"
 )
 # Threads with a running run and no live owner: a node stopped while it drove them.
 _ORPHANED = (
@@ -125,11 +124,20 @@ class Owners:
         self.lease = lease
         self._lease_ms = max(1, round(lease * 1000))  # (parameters cross as integers)
         self.held: dict[str, int] = {}  # thread id -> epoch
+        # Threads this node lost to another: refused to its writes until it takes them
+        # again on purpose (:meth:`take`, when it loads one afresh), so that what it was
+        # still doing with one (an actor finishing) never writes it, even once it is free.
+        self.fenced: set[str] = set()
         self._lost: list[Callable[[str], None]] = []
+        self._fenced: list[Callable[[str], None]] = []
 
     def on_lost(self, callback: Callable[[str], None]) -> None:
         """Call ``callback(thread_id)`` whenever this node stops owning a thread."""
         self._lost.append(callback)
+
+    def on_fenced(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(thread_id)`` when another node took a thread from this one."""
+        self._fenced.append(callback)
 
     async def claim(self, db: Fetcher, thread_ids: Iterable[str]) -> dict[str, int]:
         """Inside a commit's transaction: renew or take the lease of each thread the commit
@@ -137,6 +145,13 @@ class Owners:
         :class:`~pai_actors.ThreadOwnedElsewhere` when another node owns one, or this node
         lost one it held (fenced): the caller rolls the commit back."""
         wanted = sorted(set(thread_ids))
+        fenced = [t for t in wanted if t in self.fenced]
+        if fenced:
+            raise ThreadOwnedElsewhere(
+                f"thread {fenced[0]!r}",
+                f"node {self.node_id!r} lost it to another node: nothing was written; this "
+                "node drives it again only once it loads it afresh",
+            )
         held = {t: self.held[t] for t in wanted if t in self.held}
         claimed: dict[str, int] = {}
         if held:
@@ -199,10 +214,12 @@ class Owners:
         self.held.update(claimed)
 
     def lose(self, thread_ids: Iterable[str]) -> None:
-        """This node no longer owns these threads: forget them, and tell the callbacks."""
+        """Another node took these threads from this one: fence them, forget them, and tell
+        the callbacks."""
         for thread_id in thread_ids:
             if self.held.pop(thread_id, None) is not None:
-                for callback in self._lost:
+                self.fenced.add(thread_id)
+                for callback in (*self._lost, *self._fenced):
                     callback(thread_id)
 
     async def renew(self, db: Fetcher) -> None:

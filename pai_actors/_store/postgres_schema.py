@@ -144,9 +144,11 @@ SCHEMA_VERSION = len(_MIGRATIONS)
 _MIGRATION_LOCK = 0x7061695F73636865  # "pai_sche": the advisory lock key of a migration
 
 
-def migrate(db: Connection, name: str) -> None:
+def migrate(db: Connection, name: str, also: str | None = None) -> None:
     """Bring the database to :data:`SCHEMA_VERSION` in one transaction, or refuse it.
-    ``name`` names the database in the refusals (a URL without its password)."""
+    ``name`` names the database in the refusals (a URL without its password). ``also``:
+    statements to run in the same transaction, under the same lock (what a store adds
+    beside the schema, such as the nodes' leases table)."""
     db.execute_blocking("BEGIN")
     try:
         # Held until COMMIT or ROLLBACK: another process opening the database meanwhile
@@ -175,6 +177,8 @@ def migrate(db: Connection, name: str) -> None:
             step(db)
         if version != SCHEMA_VERSION:
             db.execute_blocking("UPDATE pai_schema SET version = $1", SCHEMA_VERSION)
+        if also is not None:
+            db.execute_blocking(also)
         db.execute_blocking("COMMIT")
     except BaseException:
         if db.in_transaction:

@@ -117,10 +117,14 @@ async def test_a_node_that_lost_its_lease_writes_nothing_and_forgets_the_thread(
         assert lost == ["t1"]
         # a caches the thread no more: it reads what b wrote
         assert [m.id for m in await a.list_messages("t1")] == ["m1", "m2"]
-        # and it may take it again only once b's lease expired, at a new epoch
-        with pytest.raises(StoreConflict, match="owned by node 'b'"):
+        # whatever a was still doing with it stays refused, even once the thread is free,
+        with pytest.raises(StoreConflict, match="node 'a' lost it to another node"):
             await append(a, "t1", "m3")
+        # until a takes it again on purpose (as loading it afresh does): only once b's
+        # lease expired, at a new epoch
+        assert not await a.take("t1")
         expire(database, "t1")
+        assert await a.take("t1")
         await append(a, "t1", "m3")
         assert owner(database, "t1") == ("a", 3)
         with pytest.raises(StoreConflict, match="node 'b' lost its lease"):
