@@ -185,6 +185,38 @@ async def test_a_resume_running_when_the_process_stopped_is_recorded_interrupted
     assert [s.state for s in part.suspensions] == ["submitted"]
 
 
+async def test_a_submission_after_a_restart_first_records_what_the_stopped_process_left(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Two approvals; the first one's resume runs when the process stops. The second
+    approval, submitted to the next process before anything loaded the thread, wakes the
+    run only once the first call is recorded interrupted (else the run would wake with a
+    call it can neither resume nor wait for)."""
+    resumed: list[str] = []
+    agent = define_agent(name="a", tools={"ask": approval_tool(resumed, block=True)})
+    store = MemoryStore()
+    with trio.fail_after(10):
+        two = [tool_call("ask", {"job": "j1"}), tool_call("ask", {"job": "j2"})]
+        async with create_test_runtime(agent, model=ScriptedModel([two]), store=store) as rt:
+            thread_id = await settled_thread(rt)
+            first, _ = await rt.pending_actions(thread_id)
+            assert (await first.submit({"approved": True})).status == "accepted"
+            await trio.testing.wait_all_tasks_blocked()  # the first resume is running
+            after_crash = crashed(store)
+        model = ScriptedModel([text("done")])
+        async with create_test_runtime(agent, model=model, store=after_crash) as rt:
+            [second] = await after_crash.list_pending_actions(thread_id)
+            assert (await rt.submit_action(second.ref, {"approved": True})).status == "accepted"
+            call_1 = await after_crash.get_call(thread_id, "call_1")
+            assert call_1 is not None
+            assert (call_1.record.phase, call_1.record.error_text) == ("done", INTERRUPTED)
+            await rt.wait_idle(thread_id)
+            state = await rt.get_state(thread_id)
+    assert resumed == ["call_1", "call_2"]  # each once: call_1 by the stopped process
+    assert [r.status for r in state.runs] == ["completed"]
+    assert [p.state for p in parts_of(state)] == ["output-error", "output-available"]
+
+
 class _Slow:
     """A model that streams a little text, then never finishes its step."""
 
