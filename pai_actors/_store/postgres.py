@@ -655,10 +655,18 @@ def _loaded(model: type[R], rows: list[Row]) -> list[R]:
 
 
 def _stopped(commit: _Commit) -> Iterable[str]:
-    """The threads whose run ``commit`` records no longer running (waiting, or ended)."""
+    """The threads ``commit`` leaves with no running run: those whose run it records
+    waiting or ended, and those it creates without starting a run."""
+    running = {
+        write.stored.thread_id
+        for write in commit.writes
+        if isinstance(write, PutRun) and write.stored.status == "running"
+    }
     for write in commit.writes:
         if isinstance(write, PutRun) and write.stored.status != "running":
             yield write.run.thread_id
+        elif isinstance(write, CreateThread) and write.thread.thread_id not in running:
+            yield write.thread.thread_id
 
 
 def _thread_ids(group: list[_Commit]) -> Iterable[str]:

@@ -104,7 +104,7 @@ async def test_a_node_that_lost_its_lease_writes_nothing_and_forgets_the_thread(
         PostgresStore(database, node_id="a") as a,
         PostgresStore(database, node_id="b") as b,
     ):
-        a.on_lost(lost.append)
+        a.on_fenced(lost.append)
         async with a.transaction() as tx:
             tx.create_thread(thread("t1"))
         await append(a, "t1", "m1")
@@ -141,6 +141,7 @@ async def test_a_node_cut_off_from_the_database_is_fenced_after_a_takeover(
     ):
         async with a.transaction() as tx:
             tx.create_thread(thread("t1"))
+        await append(a, "t1", "m0")  # a holds it
         dbname = database.rsplit("dbname=", 1)[-1].split()[0].strip("'")
         with connect(database) as admin:  # every connection of a's (and b's) is cut
             admin.execute(
@@ -152,7 +153,7 @@ async def test_a_node_cut_off_from_the_database_is_fenced_after_a_takeover(
         await append(b, "t1", "m1")  # b reconnects and takes the thread over
         with pytest.raises(StoreConflict, match="node 'a' lost its lease"):
             await append(a, "t1", "m2")  # a reconnects too: its write is refused
-        assert [m.id for m in await b.list_messages("t1")] == ["m1"]
+        assert [m.id for m in await b.list_messages("t1")] == ["m0", "m1"]
 
 
 async def test_a_commit_that_stops_a_run_gives_its_thread_up_at_once(database: str) -> None:
@@ -174,6 +175,9 @@ async def test_a_thread_without_a_running_run_is_given_up_for_any_node(database:
     ):
         async with a.transaction() as tx:
             tx.create_thread(thread("t1"))
+        assert owner(database, "t1") is None  # created with no run: nobody's to drive
+        await append(a, "t1", "m0")  # written without a run: held until the next round
+        assert owner(database, "t1") == ("a", 1)
         async with trio.open_nursery() as nursery:
             await nursery.start(a.keep_leases)  # its first round gives up the idle threads
             assert owner(database, "t1") is None
