@@ -3,9 +3,11 @@
 A node (a :class:`~pai_actors.PostgresStore` given a ``node_id``) owns a thread by a
 **lease**: a row of ``pai_thread_owners`` naming the node, an ``epoch`` and an expiry. It
 takes the lease in the transaction of its first write to the thread, renews it with every
-later write and with :meth:`Owners.renew` between writes, and gives it up when the thread
-has no running run (:meth:`Owners.release_idle`): a waiting thread needs no owner, and the
-next node that writes it takes it.
+later write and with :meth:`Owners.renew` between writes, and gives it up in the commit
+that leaves the thread with no running run (:meth:`Owners.release`: its run waits or ended,
+or it was created without one), or at the next renewal when a write left it so
+(:meth:`Owners.release_idle`): a waiting thread needs no owner, and the next node that
+writes it takes it.
 
 **Fencing.** Every write a node commits checks, in the same transaction, that the node
 still holds the lease of each thread it writes, at the epoch it took it with. A node that
