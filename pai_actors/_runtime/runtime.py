@@ -690,7 +690,6 @@ class AgentRuntime:
         )
         if orphaned and self._shared and not await self._store.take(thread_id):  # type: ignore[attr-defined]
             # Another node drives it (or recovers it): not this runtime's to settle.
-            index_calls(self._message_index, calls)
             return thread
         if active is not None and orphaned:
             # No actor runs it: a runtime closed (or its process stopped) under it.

@@ -10,28 +10,12 @@ its async API is asyncio's, so the choice was between (a) psycopg's blocking cal
 threads (``trio.to_thread.run_sync``; psycopg_pool for the connections) and (b) libpq driven
 without blocking from the trio thread: psycopg's ``pq`` layer sends a statement and reads its
 results with non-blocking calls, and ``trio.lowlevel.wait_readable`` / ``wait_writable``
-wait for the connection's socket in between (``_store.postgres_connection``). Measured under
-trio with psycopg 3.3.9 (its bundled libpq 18) against PostgreSQL 15 on the same 2-core
-machine over loopback (TCP, ``synchronous_commit=on``, ``fsync=on``; the script times the
-same statements each way, one task or 8 tasks on 8 connections; time per statement or
-transaction, wall clock over the count). Quiet: the machine otherwise idle, mean of two
-rounds; loaded: another benchmark ran on it meanwhile, median of five rounds:
-
-==========================================  =========  =========  =========  =========
-                                             quiet                 loaded
-                                             (a)        (b)        (a)        (b)
-==========================================  =========  =========  =========  =========
-5,000 ``SELECT 1``, one task                 91 µs      25 µs      168 µs     88 µs
-10,000 ``SELECT 1``, 8 tasks                 98 µs      32 µs      178 µs     23 µs
-2,000 ``BEGIN; INSERT; COMMIT``, one task    420 µs     317 µs     522 µs     401 µs
-2,000 of those, 8 tasks                      311 µs     212 µs     176 µs     93 µs
-==========================================  =========  =========  =========  =========
-
-(The same ``SELECT 1`` blocking, without trio: 17 µs quiet, 79 µs loaded. (a) made one
-thread hop per transaction, (b) three round trips.) A hop to a worker thread and back costs
-more than a loopback round trip, so (b) answers a read in an eighth to a half of (a)'s time
-and commits in a half to three quarters of it, and it keeps every wait a trio checkpoint: a
-cancelled read stops at once, where (a) would have to abandon a thread that still holds the
+wait for the connection's socket in between (``_store.postgres_connection``). (b) was
+chosen on a development-time timing of both (the same statements each way under trio, one
+task and several), which no benchmark of the suite repeats, so its figures are not kept
+here. What stands without them: a hop to a worker thread and back costs more than a
+loopback round trip, and (b) keeps every wait a trio checkpoint: a cancelled read stops at
+once, where (a) would have to abandon a thread that still holds the
 connection. The price of (b): the store speaks libpq's protocol itself (a prepared
 statement, its binary parameters and results, a cancel request: ``postgres_connection``),
 where (a) would have used psycopg's cursors and psycopg_pool; and, like any socket I/O, it

@@ -5,7 +5,7 @@ the layer under them, ``psycopg.pq``: libpq's non-blocking calls (``send_prepare
 ``send_query_prepared``, ``flush``, ``consume_input``, ``is_busy``, ``get_result``,
 ``connect_poll``), waiting for the socket with ``trio.lowlevel.wait_readable`` /
 ``wait_writable`` between them. Why this rather than psycopg's blocking calls in worker
-threads: measured, see ``_store.postgres``.
+threads: see ``_store.postgres``.
 
 Each statement is prepared on a connection the first time it runs there, so the server
 parses and plans it once per connection (the store's statements are a fixed set of
