@@ -104,7 +104,12 @@ async def keep_node(
         await nursery.start(store.keep_leases)
         task_status.started()
         while True:
-            for thread_id in await store.orphaned_threads():
+            try:
+                orphaned = await store.orphaned_threads()
+            except PaiError:  # the database failed this round: look again at the next
+                _log.warning("looking for the runs of stopped nodes failed", exc_info=True)
+                orphaned = []
+            for thread_id in orphaned:
                 try:
                     await rt.get_state(thread_id)
                 except PaiError:  # another node took it first, or it cannot load here

@@ -121,6 +121,8 @@ async def settle_caller(services: Services, thread_id: str, tool_call_id: str) -
             return  # its run is over, or its cancellation records the call
         try:
             stored = await write_resumable(services, call, agents_done(call.record), run)
+        except ThreadOwnedElsewhere:  # another node drives the thread: not for this one
+            raise
         except StoreConflict:  # changed meanwhile (a sibling's end settled it): look again
             continue
         await wake(services, stored)

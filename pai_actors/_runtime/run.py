@@ -24,6 +24,8 @@ are done, or marks itself ``waiting`` when none is running.
 from __future__ import annotations
 
 import contextlib
+import logging
+from collections.abc import Iterator
 
 import trio
 
@@ -31,7 +33,7 @@ from supervisors import Mailbox, RestartIntensityExceeded, Supervisor, open_supe
 
 from .._core.call_record import ActionResolved, CallRecord
 from .._core.calls import cancel_call, unstart_entry
-from .._core.errors import AgentRunError, StoreConflict
+from .._core.errors import AgentRunError, StoreConflict, ThreadOwnedElsewhere
 from .._core.model import ModelRequest
 from .._core.parts import message_steps
 from .._core.records import StoredCall
@@ -62,6 +64,8 @@ from .run_io import (
 from .services import Services
 from .tracing import RunTrace, call_parent, end_run, model_step, start_run, suspension
 
+_log = logging.getLogger("pai_actors.runtime")
+
 CLEANUP_SECONDS = 10.0
 
 
@@ -87,14 +91,14 @@ async def run_actor(services: Services, live: LiveRun, mailbox: Mailbox[RunMessa
             except RestartIntensityExceeded as exc:  # a call's actor kept failing
                 failure, error = _gave_up(live, exc), exc
         if failure is not None:
-            with trio.move_on_after(CLEANUP_SECONDS, shield=True):
+            with trio.move_on_after(CLEANUP_SECONDS, shield=True), _unless_taken_over(live):
                 await record_cancelled(
                     services, live.thread_id, live.run_id, RUN_FAILED, trace=trace
                 )
                 await _set_status(services, live, "failed", error=failure)
         # (cancel_run may have come as it passivated: its scope then caught nothing)
         elif live.scope.cancelled_caught or services.is_cancelling(live.run_id):
-            with trio.move_on_after(CLEANUP_SECONDS, shield=True):
+            with trio.move_on_after(CLEANUP_SECONDS, shield=True), _unless_taken_over(live):
                 await record_cancelled(
                     services, live.thread_id, live.run_id, live.cancel_reason, trace=trace
                 )
@@ -111,14 +115,14 @@ async def run_actor(services: Services, live: LiveRun, mailbox: Mailbox[RunMessa
         # not seen yet); one in the middle of a model step is cancelled unless a pending
         # call is kept.
         if services.is_cancelling(live.run_id):
-            with trio.move_on_after(CLEANUP_SECONDS, shield=True):
+            with trio.move_on_after(CLEANUP_SECONDS, shield=True), _unless_taken_over(live):
                 await record_cancelled(
                     services, live.thread_id, live.run_id, live.cancel_reason, trace=trace
                 )
                 await _set_status(services, live, "cancelled")
             raise
         parked = not live.stepping
-        with trio.move_on_after(CLEANUP_SECONDS, shield=True):
+        with trio.move_on_after(CLEANUP_SECONDS, shield=True), _unless_taken_over(live):
             if live.handoff is not None:  # a suspension the run had yet to write: keep it
                 with contextlib.suppress(StoreConflict):  # (its commit landed after all)
                     await _write_handoff(services, live, live.handoff)
@@ -140,6 +144,16 @@ async def run_actor(services: Services, live: LiveRun, mailbox: Mailbox[RunMessa
                 end_run(trace, live, failure=failure, error=error, reason=closing)
         finally:
             services.run_ended(live)
+
+
+@contextlib.contextmanager
+def _unless_taken_over(live: LiveRun) -> Iterator[None]:
+    """What a run records as it ends, unless another node took its thread over meanwhile
+    (its lease lapsed): that node records what is left, this one writes nothing more."""
+    try:
+        yield
+    except ThreadOwnedElsewhere:
+        _log.info("run %r ended here after another node took its thread over", live.run_id)
 
 
 def _gave_up(live: LiveRun, exc: RestartIntensityExceeded) -> str:
@@ -391,6 +405,8 @@ async def record_cancelled(
                     stage_call(tx, call, record)
                 if run is not None:
                     tx.put_run(run.model_copy(update={"status": "cancelled"}))
+        except ThreadOwnedElsewhere:  # not this node's to write: not a race to judge again
+            raise
         except StoreConflict:  # a call (or the run) changed meanwhile: judge them all again
             continue
         parent = call_parent(trace)

@@ -38,6 +38,7 @@ longer active, is rejected.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
@@ -49,8 +50,8 @@ import trio
 from supervisors import Supervisor, open_supervisor
 
 from .._core.actions import ActionResult, PendingActionRef, SubAgentOrigin
-from .._core.call_record import CallRecord
-from .._core.calls import cancel_action, fail_action, interrupt_call, submit
+from .._core.call_record import CallRecord, CallSpec
+from .._core.calls import Submission, cancel_action, fail_action, interrupt_call, submit
 from .._core.client_tool import ClientTool
 from .._core.clock import Clock
 from .._core.errors import (
@@ -63,6 +64,7 @@ from .._core.errors import (
     StoreError,
     ThreadBusy,
     ThreadNotFound,
+    ThreadOwnedElsewhere,
 )
 from .._core.ids import IdMaker
 from .._core.json import to_json_value
@@ -109,6 +111,7 @@ from .admission import (
 )
 from .call import resumable
 from .deadlines import DeadlineTimer, fire_deadline
+from .forwarding import Answer, Forwarding, Request, raise_error
 from .live import LiveRun
 from .loading import (
     INDEX_CAPACITY,
@@ -244,9 +247,12 @@ class AgentRuntime:
         self._catching_up: set[str] = set()  # threads whose change is to be read
         self._catch_up_locks: dict[str, trio.Lock] = {}
         self._shared = getattr(store, "node_id", None) is not None  # with other nodes
+        # Requests for threads another node drives are handed to it (``_runtime.forwarding``).
+        self._forwarding: Forwarding | None = None
         if self._shared:
             store.on_lost(self._thread_lost)  # type: ignore[attr-defined]
             store.on_fenced(self._thread_fenced)  # type: ignore[attr-defined]
+            self._forwarding = Forwarding(store, self._apply_request)  # type: ignore[arg-type]
         self._nursery: trio.Nursery | None = None
         self._hub = WatchHub()
         # One task resolves every pending action's deadline (see ``_runtime.deadlines``).
@@ -327,8 +333,16 @@ class AgentRuntime:
         self._handle(Opened())
         self._nursery.start_soon(self._deadlines.run)  # also those that passed while closed
         follow = getattr(self._store, "follow_other_nodes", None)
-        if follow is not None and getattr(self._store, "node_id", None) is not None:
-            await self._nursery.start(follow, self._changed_elsewhere)
+        if follow is not None and self._forwarding is not None:
+            forwarding, nursery = self._forwarding, self._nursery
+            await nursery.start(
+                functools.partial(
+                    follow,
+                    self._changed_elsewhere,
+                    requested=lambda thread_id: forwarding.requested(thread_id, nursery),
+                    answered=forwarding.answered,
+                )
+            )
             self._following = True
         return self
 
@@ -684,13 +698,19 @@ class AgentRuntime:
         calls = await self._store.list_calls(thread_id)
         check_migration(thread_id, calls, self.agent_of(thread).tools)
         index_calls(self._message_index, calls)
+        if not self._sub_runs and any(c.record.sub_threads for c in calls):
+            self._sub_runs = True  # (also for a thread another node runs: its actions list them)
         active = await self._store.get_active_run(thread_id)
         orphaned = active is not None and self._admission.orphaned(
             active.run_id, thread_id, by_starter=by_starter
         )
-        if orphaned and self._shared and not await self._store.take(thread_id):  # type: ignore[attr-defined]
-            # Another node drives it (or recovers it): not this runtime's to settle.
-            return thread
+        if orphaned and self._forwarding is not None:
+            if not await self._store.take(thread_id):  # type: ignore[attr-defined]
+                # Another node drives it (or recovers it): not this runtime's to settle.
+                return thread
+            # Taken over: what other nodes asked of its stopped owner is this node's now.
+            assert self._nursery is not None
+            self._nursery.start_soon(self._forwarding.serve, thread_id)
         if active is not None and orphaned:
             # No actor runs it: a runtime closed (or its process stopped) under it.
             run_calls = [c for c in calls if c.run_id == active.run_id]
@@ -1017,9 +1037,16 @@ class AgentRuntime:
         already over (or ended before the cancellation reached it), the status it ended
         with, left as it is. A submission racing the cancellation is either accepted before
         it (and its call then cancelled with the run, or its work done if the run ended
-        first) or rejected. :class:`PaiError` if there is no such run.
+        first) or rejected. :class:`PaiError` if there is no such run. On a store shared
+        by several nodes, a run another node is running is cancelled by that node, asked
+        through the store (``_runtime.forwarding``).
         """
         self._check_open()
+        return await self._cancel_run(run_id, reason, forward=True)
+
+    async def _cancel_run(self, run_id: str, reason: str | None, *, forward: bool) -> RunState:
+        """:meth:`cancel_run`; ``forward``: ask the owner of a run another node runs (else
+        :class:`ThreadOwnedElsewhere`)."""
         live = self._live.get(run_id)
         if live is not None:
             self._handle(CancelBegan(run_id))  # (until its actor ends)
@@ -1038,10 +1065,22 @@ class AgentRuntime:
                 raise PaiError(f"no run {run_id!r}; use a run_id that send() returned")
             # Re-read and judged again whenever a submission changed the run or a call
             # meanwhile (a store conflict is the race, not an error).
-            await record_cancelled(self._services, run.thread_id, run_id, reason, end_run=True)
-            thread_id = run.thread_id
+            try:
+                await record_cancelled(self._services, run.thread_id, run_id, reason, end_run=True)
+            except ThreadOwnedElsewhere as refused:  # another node runs it: it cancels it
+                if self._forwarding is None or not forward:
+                    raise
+                elsewhere = refused
+            else:
+                thread_id = run.thread_id
         finally:
             self._handle(CancelEnded(run_id, thread_id))  # (a queued activation is dropped)
+        if thread_id is None:
+            assert self._forwarding is not None
+            request = {"op": "cancel_run", "run_id": run_id, "reason": reason}
+            answer = await self._forwarding.ask(run.thread_id, request, elsewhere)
+            raise_error(answer)
+            return RunState.model_validate(answer["state"])
         return await self._cancelled(run.thread_id, run_id, reason)
 
     async def _cancelled(self, thread_id: str, run_id: str, reason: str | None) -> RunState:
@@ -1244,7 +1283,17 @@ class AgentRuntime:
 
     async def _settle_caller(self, thread_id: str, tool_call_id: str) -> None:
         try:
-            await settle_caller(self._services, thread_id, tool_call_id)
+            try:
+                await settle_caller(self._services, thread_id, tool_call_id)
+            except ThreadOwnedElsewhere as refused:  # another node runs the caller's run
+                if self._forwarding is None:
+                    raise
+                request = {
+                    "op": "settle_caller",
+                    "thread_id": thread_id,
+                    "tool_call_id": tool_call_id,
+                }
+                raise_error(await self._forwarding.ask(thread_id, request, refused))
         except Exception:  # the store failed: the caller's thread settles it when loaded
             _log.exception("settling call %r after its sub-run ended failed", tool_call_id)
 
@@ -1423,34 +1472,70 @@ class AgentRuntime:
         return pending_action_for(self, message, part)
 
     async def submit_action(self, ref: PendingActionRef, payload: object) -> ActionResult:
-        """Submit ``payload`` to the action ``ref`` names (validated by its schema)."""
+        """Submit ``payload`` to the action ``ref`` names (validated by its schema).
+
+        On a store shared by several nodes, an action of a thread another node is running
+        is resolved by that node (this one asks it through the store and returns its
+        answer); so are :meth:`cancel_action` and :meth:`fail_action`."""
         self._check_open()
-        await self._settle_first(ref.thread_id)
-        return await resolve(
-            self._services,
-            ref,
-            lambda record, spec: submit(record, spec, ref.action_id, payload, at=self._now()),
-        )
+        return await self._resolution(ref, {"op": "submit", "payload": payload})
 
     async def cancel_action(self, ref: PendingActionRef, reason: str | None = None) -> ActionResult:
         """Cancel the action: it and its call end as cancelled (with ``reason``)."""
         self._check_open()
-        await self._settle_first(ref.thread_id)
-        return await resolve(
-            self._services,
-            ref,
-            lambda record, _: cancel_action(record, ref.action_id, reason, at=self._now()),
-        )
+        return await self._resolution(ref, {"op": "cancel_action", "reason": reason})
 
     async def fail_action(self, ref: PendingActionRef, error: str | BaseException) -> ActionResult:
         """Fail the action: its call ends in ``output-error`` with ``errorText == str(error)``."""
         self._check_open()
+        return await self._resolution(ref, {"op": "fail_action", "error": str(error)}, error)
+
+    async def _resolution(
+        self, ref: PendingActionRef, request: Request, error: str | BaseException | None = None
+    ) -> ActionResult:
+        """Resolve the action ``ref`` names as ``request`` says (its ``op``: ``submit``,
+        ``cancel_action``, ``fail_action``), here, or by the node that runs its thread."""
+        try:
+            return await self._resolve_here(ref, request, error)
+        except ThreadOwnedElsewhere as refused:
+            if self._forwarding is None:
+                raise
+            forwarded = {**request, "ref": ref.model_dump(mode="json")}
+            answer = await self._forwarding.ask(ref.thread_id, forwarded, refused)
+        raise_error(answer)
+        return ActionResult.model_validate(answer["result"])
+
+    async def _resolve_here(
+        self, ref: PendingActionRef, request: Request, error: str | BaseException | None = None
+    ) -> ActionResult:
+        """:meth:`_resolution` by this node (:class:`ThreadOwnedElsewhere` if another
+        node runs the thread)."""
         await self._settle_first(ref.thread_id)
-        return await resolve(
-            self._services,
-            ref,
-            lambda record, _: fail_action(record, ref.action_id, error, at=self._now()),
-        )
+        op, now = request["op"], self._now
+        judge: Callable[[CallRecord, CallSpec], Submission]
+        if op == "submit":
+            payload = request["payload"]
+            judge = lambda record, spec: submit(record, spec, ref.action_id, payload, at=now())  # noqa: E731
+        elif op == "cancel_action":
+            reason = request["reason"]
+            judge = lambda record, _: cancel_action(record, ref.action_id, reason, at=now())  # noqa: E731
+        else:
+            failure = request["error"] if error is None else error
+            judge = lambda record, _: fail_action(record, ref.action_id, failure, at=now())  # noqa: E731
+        return await resolve(self._services, ref, judge)
+
+    async def _apply_request(self, request: Request) -> Answer:
+        """Apply here a request another node handed to this one (it runs the thread), and
+        return the answer (``_runtime.forwarding``)."""
+        op = request["op"]
+        if op == "cancel_run":
+            state = await self._cancel_run(request["run_id"], request["reason"], forward=False)
+            return {"state": state.model_dump(mode="json")}
+        if op == "settle_caller":
+            await settle_caller(self._services, request["thread_id"], request["tool_call_id"])
+            return {}
+        ref = PendingActionRef.model_validate(request["ref"])
+        return {"result": (await self._resolve_here(ref, request)).model_dump(mode="json")}
 
     async def _settle_first(self, thread_id: str) -> None:
         """Before a resolution: what a stopped process left of the thread is settled (its

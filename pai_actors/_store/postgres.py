@@ -39,10 +39,11 @@ was in flight leaves its outcome unknown, as with any client of a database serve
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pydantic
 import trio
@@ -82,6 +83,16 @@ from .postgres_connection import (
 )
 from .postgres_owners import CHANGES, OWNERS_TABLE, Owners, orphaned_threads
 from .postgres_pool import Connections
+from .postgres_requests import (
+    ANSWERED,
+    REQUESTED,
+    REQUESTS_TABLE,
+    open_requests,
+    take_answer,
+    withdraw,
+)
+from .postgres_requests import answer as answer_request
+from .postgres_requests import forward as forward_request
 from .postgres_schema import migrate
 from .postgres_writes import apply_writes
 from .sqlite import _messages
@@ -89,6 +100,8 @@ from .sqlite_mirror import Mirror, MirroredThread
 from .sqlite_writes import instant_us
 
 R = TypeVar("R", bound=pydantic.BaseModel)
+
+_log = logging.getLogger("pai_actors.store")
 
 
 class PostgresStore(ClosingStore):
@@ -154,7 +167,11 @@ class PostgresStore(ClosingStore):
         )
         writer = self._pool.connect_now()
         try:
-            migrate(writer, self.name, also=None if owners is None else OWNERS_TABLE)
+            migrate(
+                writer,
+                self.name,
+                also=None if owners is None else f"{OWNERS_TABLE};{REQUESTS_TABLE}",
+            )
             self._pool.fill()
         except BaseException:
             writer.close()
@@ -365,11 +382,16 @@ class PostgresStore(ClosingStore):
     ) -> None:
         """Renew this node's leases, and give up those of threads with no running run, at
         once and then every third of a lease, until cancelled (run it in a nursery beside
-        the runtime; ``nursery.start`` returns after the first round)."""
+        the runtime; ``nursery.start`` returns after the first round). A round the database
+        fails (unreachable, or a statement it aborted) is logged and tried again at the
+        next: a node cut off for longer than its lease loses its threads, safely (fencing)."""
         owners = self._need_owners()
         while True:
-            await owners.renew(self._pool)
-            await owners.release_idle(self._pool)
+            try:
+                await owners.renew(self._pool)
+                await owners.release_idle(self._pool)
+            except StoreError:
+                _log.warning("renewing the leases of node %r failed", owners.node_id, exc_info=True)
             task_status.started()
             task_status = trio.TASK_STATUS_IGNORED
             await trio.sleep(owners.lease / 3)
@@ -385,16 +407,27 @@ class PostgresStore(ClosingStore):
         self,
         changed: Callable[[str], None],
         *,
+        requested: Callable[[str], None] | None = None,
+        answered: Callable[[int], None] | None = None,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Call ``changed(thread_id)`` each time another node commits a change to a thread,
         until cancelled: a connection of its own ``LISTEN``s to what every node's commits
         announce (``NOTIFY``, delivered at commit, in commit order); this node's own are
-        left out. ``nursery.start`` returns once it listens."""
+        left out. With ``requested``, also ``requested(thread_id)`` when another node
+        stores a request for the owner of ``thread_id`` (:meth:`forward`), and with
+        ``answered``, ``answered(request_id)`` when a node answers one. ``nursery.start``
+        returns once it listens."""
         self._need_owners()
+        channels = {CHANGES: changed}
+        if requested is not None:
+            channels[REQUESTED] = requested
         db = await self._pool.connect()
         try:
-            await db.execute(f"LISTEN {CHANGES}")
+            for channel in channels:
+                await db.execute(f"LISTEN {channel}")
+            if answered is not None:
+                await db.execute(f"LISTEN {ANSWERED}")
             task_status.started()
             pgconn = db.pgconn
             while True:
@@ -402,10 +435,48 @@ class PostgresStore(ClosingStore):
                 pgconn.consume_input()
                 own = None if self._writer is None else self._writer.pgconn.backend_pid
                 while (note := pgconn.notifies()) is not None:
-                    if note.be_pid != own:
-                        changed(note.extra.decode())
+                    channel, extra = note.relname.decode(), note.extra.decode()
+                    if channel == ANSWERED:
+                        if answered is not None:
+                            answered(int(extra))
+                    elif channel == REQUESTED or note.be_pid != own:
+                        channels[channel](extra)
         finally:
             db.close()
+
+    # -- requests for the node that owns a thread (``_store.postgres_requests``) -------------
+
+    def holds(self, thread_id: str) -> bool:
+        """Whether this node holds the lease of ``thread_id`` (as far as it knows: a lease
+        it lost unknowingly is found lost at its next write or renewal)."""
+        return thread_id in self._need_owners().held
+
+    async def forward(self, thread_id: str, request: dict[str, Any]) -> int:
+        """Store ``request`` (a JSON object) for the node that owns ``thread_id`` and wake
+        that node (``requested``, see :meth:`follow_other_nodes`); the request's id, to
+        read its answer with :meth:`take_answer`."""
+        self._check_open()
+        return await forward_request(self._pool, thread_id, self._need_owners().node_id, request)
+
+    async def open_requests(self, thread_id: str) -> list[tuple[int, dict[str, Any]]]:
+        """The requests stored for ``thread_id`` that no node answered yet, oldest first."""
+        self._check_open()
+        return await open_requests(self._pool, thread_id)
+
+    async def answer(self, request_id: int, answer: dict[str, Any]) -> None:
+        """Answer a request (the first answer stands) and wake the node that asked."""
+        self._check_open()
+        await answer_request(self._pool, request_id, answer)
+
+    async def take_answer(self, request_id: int) -> dict[str, Any] | None:
+        """The answer to a request this node stored, deleting it; ``None`` while it has none."""
+        self._check_open()
+        return await take_answer(self._pool, request_id)
+
+    async def withdraw(self, request_id: int) -> None:
+        """Delete a request this node stopped waiting for."""
+        self._check_open()
+        await withdraw(self._pool, request_id)
 
     def _need_owners(self) -> Owners:
         if self._owners is None:

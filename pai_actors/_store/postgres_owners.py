@@ -57,13 +57,33 @@ CREATE TABLE IF NOT EXISTS pai_thread_owners (
 every store that opens a database with a ``node_id``."""
 
 # Renew the leases this node holds at the epochs it holds them (the threads it still owns
-# come back).
+# come back). A lease row a transaction has locked meanwhile is skipped, never waited for:
+# waiting could deadlock with a group commit that locks several in another order (this
+# node's commit renews it anyway; see :meth:`Owners.renew` for the rest).
 _RENEW = (
+    "UPDATE pai_thread_owners AS o"
+    " SET expires_at = now() + make_interval(secs => ($2 / 1000.0)::float8)"
+    " FROM (SELECT l.thread_id FROM pai_thread_owners AS l"
+    " JOIN json_to_recordset($3::text::json) AS h (thread_id text, epoch bigint)"
+    " ON l.thread_id = h.thread_id AND l.epoch = h.epoch WHERE l.node_id = $1"
+    " FOR UPDATE OF l SKIP LOCKED) AS mine"
+    " WHERE o.thread_id = mine.thread_id"
+    " RETURNING o.thread_id"
+)
+# Inside a commit's transaction: renew, waiting for a row's lock if need be (a renewal
+# above never waits, so it cannot close a cycle with a commit).
+_RENEW_WRITTEN = (
     "UPDATE pai_thread_owners AS o"
     " SET expires_at = now() + make_interval(secs => ($2 / 1000.0)::float8)"
     " FROM json_to_recordset($3::text::json) AS h (thread_id text, epoch bigint)"
     " WHERE o.thread_id = h.thread_id AND o.node_id = $1 AND o.epoch = h.epoch"
     " RETURNING o.thread_id"
+)
+# The threads of those a renewal skipped that this node still holds (read, not locked).
+_STILL_HELD = (
+    "SELECT o.thread_id FROM pai_thread_owners AS o"
+    " JOIN json_to_recordset($2::text::json) AS h (thread_id text, epoch bigint)"
+    " ON o.thread_id = h.thread_id AND o.epoch = h.epoch WHERE o.node_id = $1"
 )
 # Take threads this node does not hold: new ones, those whose lease expired, and those a
 # process of this node id holds (a restart); the epoch goes up (the threads taken come back).
@@ -81,13 +101,16 @@ _OWNER = (
     " WHERE thread_id IN (SELECT value FROM json_array_elements_text($1::text::json))"
 )
 # Give up the leases of held threads without a running run (nothing to drive: the next
-# node that writes one takes it).
+# node that writes one takes it); one a transaction has locked is left for the next round.
 _RELEASE = (
     "DELETE FROM pai_thread_owners AS o"
-    " USING json_to_recordset($2::text::json) AS h (thread_id text, epoch bigint)"
-    " WHERE o.thread_id = h.thread_id AND o.node_id = $1 AND o.epoch = h.epoch"
-    " AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.thread_id = o.thread_id AND runs.active"
+    " USING (SELECT l.thread_id FROM pai_thread_owners AS l"
+    " JOIN json_to_recordset($2::text::json) AS h (thread_id text, epoch bigint)"
+    " ON l.thread_id = h.thread_id AND l.epoch = h.epoch WHERE l.node_id = $1"
+    " AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.thread_id = l.thread_id AND runs.active"
     " AND runs.json::jsonb ->> 'status' = 'running')"
+    " FOR UPDATE OF l SKIP LOCKED) AS idle"
+    " WHERE o.thread_id = idle.thread_id"
     " RETURNING o.thread_id"
 )
 _GIVE_UP = (
@@ -157,7 +180,7 @@ class Owners:
         held = {t: self.held[t] for t in wanted if t in self.held}
         claimed: dict[str, int] = {}
         if held:
-            rows = await db.fetch(_RENEW, self.node_id, self._lease_ms, _pairs(held))
+            rows = await db.fetch(_RENEW_WRITTEN, self.node_id, self._lease_ms, _pairs(held))
             claimed.update((row[0], held[row[0]]) for row in rows)
             lost = [t for t in held if t not in claimed]
             if lost:
@@ -231,6 +254,10 @@ class Owners:
         held = dict(self.held)
         rows = await db.fetch(_RENEW, self.node_id, self._lease_ms, _pairs(held))
         kept = {str(row[0]) for row in rows}
+        skipped = {t: e for t, e in held.items() if t not in kept}
+        if skipped:  # locked by a commit, or lost: which?
+            rows = await db.fetch(_STILL_HELD, self.node_id, _pairs(skipped))
+            kept.update(str(row[0]) for row in rows)
         self.lose(t for t in held if t not in kept and self.held.get(t) == held[t])
 
     async def release_idle(self, db: Fetcher) -> None:

@@ -13,13 +13,14 @@ moment): it creates the thread, sends the request, polls the thread (a watch see
 runs its own node drives, so it polls, with a short sleep: a wait for other processes; the
 whole is bounded by ``DRIVE_SECONDS``, after which it reports what each unfinished
 conversation showed), and submits each pending approval to a node the seed picks, until the
-thread's run is completed. A request refused because another node drives the thread
-(``ThreadOwnedElsewhere``, an ``internal`` server error to the client) or because its node
-died is retried on another node after a short pause (after reading again: a request whose
-answer was lost may have been carried out). It reads a thread either through the nodes
-(``getState``, ``listPendingActions``: what a client behind a load balancer does) or from the
-database (then nothing but the nodes' own work and the submissions touches their runtimes:
-a run must complete without a client's reads); each seed runs both ways.
+thread's run is completed. A request refused because another node drives the thread (a
+``thread-busy`` error: its owner did not answer the request handed to it in time) or
+because its node died is retried on another node after a short pause (after reading again:
+a request whose answer was lost may have been carried out). It reads a thread either
+through the nodes (``getState``, ``listPendingActions``: what a client behind a load
+balancer does) or from the database (then nothing but the nodes' own work and the
+submissions touches their runtimes: a run must complete without a client's reads); each
+seed runs both ways.
 
 **The kills** (:class:`Plan`): each is due a seeded delay after the N-th request that starts
 work (a send or a submission), most on the node that request went to, so kills land in model
