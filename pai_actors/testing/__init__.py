@@ -32,8 +32,15 @@ And the test runtime:
   (``run_1_g2_1``, ...); new data, wherever it lives, starts at ``thread_1`` again. Its
   timestamps read trio's clock (:func:`trio_clock`), so they too replay identically.
 
-It has no fault-injection helpers yet: a test that needs a failing store subclasses
-:class:`~pai_actors.MemoryStore` (its ``commit`` and reads are the points to fail at).
+And the simulation kit (see the guide "Testing and simulation"):
+
+- :func:`simulate` (or :class:`Simulation`, inside a trio run under ``MockClock``) runs a
+  user's agents, with their real tools, through a :class:`Workload` of simulated clients
+  (approving, denying, submitting invalid answers, cancelling, going silent, reconnecting)
+  under :class:`Faults` (failed store writes, crashes and restarts at any commit, model
+  errors and stalls, clock jumps), checks the runtime's invariants after every step and at
+  the end, and returns a :class:`SimulationResult`: its trace, the store's contents (the
+  same bytes for the same seed) and the violations, with the command that replays it.
 """
 
 import contextlib
@@ -65,6 +72,13 @@ from ._scripted_model import ScriptedText as ScriptedText
 from ._scripted_model import ScriptedToolCall as ScriptedToolCall
 from ._scripted_model import text as text
 from ._scripted_model import tool_call as tool_call
+from ._simulation import Faults as Faults
+from ._simulation import Simulation as Simulation
+from ._simulation import SimulationFailure as SimulationFailure
+from ._simulation import SimulationResult as SimulationResult
+from ._simulation import TraceEvent as TraceEvent
+from ._simulation import Workload as Workload
+from ._simulation import simulate as simulate
 from ._store_check import StoreOpener as StoreOpener
 from ._store_check import check_store as check_store
 
@@ -148,7 +162,9 @@ def _next_generation(store: Store) -> int:
     (a runtime that stopped after storing a message of an existing run made no run id). Read
     from the data, so the same data gives the same ids wherever it lives (a new file at a
     path used before is new data; a PostgreSQL database is read on a connection of its own);
-    a store of another kind is counted per store object."""
+    a store of another kind is counted per store object (a simulation's view of its store
+    names the data it shows: ``data_store``)."""
+    store = getattr(store, "data_store", store)
     if isinstance(store, SqliteStore):
         ids = _sqlite_ids(store.path)
     elif isinstance(store, PostgresStore):
@@ -208,14 +224,21 @@ def memory_stores() -> Callable[[str], AbstractAsyncContextManager[MemoryStore]]
 
 
 __all__ = [
+    "Faults",
     "ScriptedModel",
     "ScriptedModelError",
     "ScriptedText",
     "ScriptedToolCall",
+    "Simulation",
+    "SimulationFailure",
+    "SimulationResult",
     "StoreOpener",
+    "TraceEvent",
+    "Workload",
     "check_store",
     "create_test_runtime",
     "memory_stores",
+    "simulate",
     "text",
     "tool_call",
     "trio_clock",
