@@ -9,7 +9,8 @@ Every exception this package raises on purpose derives from one root::
     ├── ReplyAlreadySent         a Reply resolved twice
     ├── DuplicateChild           spawn with a name that is already live
     ├── SupervisorClosed         spawn on a supervisor that is stopping or has exited
-    └── RestartIntensityExceeded a supervisor gave up; raised from its ``async with``
+    ├── RestartIntensityExceeded a supervisor gave up; raised from its ``async with``
+    └── InjectedFault            a fault of a ``supervisors.testing.Faults`` plan (tests only)
 """
 
 from __future__ import annotations

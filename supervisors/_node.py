@@ -129,12 +129,15 @@ class PendingReply(Protocol):
 
 
 class Tree:
-    """Shared by every node under one root: id allocation."""
+    """Shared by every node under one root: id allocation, and a fault plan in tests."""
 
-    __slots__ = ("next_id",)
+    __slots__ = ("faults", "next_id")
 
     def __init__(self) -> None:
         self.next_id = 0
+        self.faults: Any = None
+        """The ``supervisors.testing.Faults`` attached in this tree, if any; ``None`` in
+        production. Each supervisor reads it once, when it is opened (see ``Supervisor``)."""
 
 
 class Node:

@@ -7,9 +7,10 @@ out its commands on trio and turns each actor's way of ending into one exit reas
 from __future__ import annotations
 
 import inspect
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import trio
 
@@ -65,6 +66,19 @@ _SHUTDOWN = Shutdown()
 _new = tuple.__new__
 
 
+class FaultHooks(Protocol):
+    """What a supervisor needs of a fault plan attached above it (``supervisors.testing.Faults``).
+
+    A protocol because ``_faults`` imports this module: ``Faults.attach`` takes a supervisor.
+    """
+
+    def _covers(self, node: Node) -> bool: ...
+
+    def _mailbox(self, node: Node, capacity: int) -> Mailbox[Any]: ...
+
+    def _starting(self, node: Node) -> None: ...
+
+
 class Supervisor:
     """Runs child actors in its nursery and restarts them according to its strategy.
 
@@ -89,6 +103,14 @@ class Supervisor:
         self._cancel_text: str | None = None
         self._shutdown_requested = False
         self._last_crash: BaseException | None = None
+        # Restarts whose start raised, for ``_finish`` to settle (see ``_start_failed``).
+        self._failed_starts: deque[tuple[ActorRef[Any], int]] | None = None
+        # The fault plan of ``supervisors.testing``, when one is attached at or above this
+        # supervisor; ``None`` in production, and then ``_start`` only checks that.
+        faults = node.tree.faults
+        self._faults: FaultHooks | None = (
+            faults if faults is not None and faults._covers(node) else None
+        )
         self.gave_up: RestartIntensityExceeded | None = None
 
     def __repr__(self) -> str:
@@ -127,6 +149,12 @@ class Supervisor:
         ``restart`` is the policy (``permanent``, ``transient``, ``temporary``); ``capacity``
         bounds the mailbox; ``grace`` is how long a stop request waits before cancelling.
         Messages can be sent to the ref before the actor's task first runs.
+
+        ``fn(mailbox)`` is called here, as trio's ``start_soon`` does: if that call raises (a
+        start failure) or returns no coroutine, ``spawn`` raises and no child is added. When
+        a *restart* fails to start, that incarnation exits at once with ``Crashed(error)``,
+        which the supervisor handles like any other crash: the restart counts towards the
+        intensity, so a child that never starts again makes the supervisor give up.
         """
         if not callable(fn):
             raise TypeError(f"an actor is an async function taking a Mailbox, not {fn!r}")
@@ -251,20 +279,34 @@ class Supervisor:
             spec = (latest._fn, latest._mailbox._capacity, latest._grace)
         assert spec is not None  # incarnation 0 is a spawn's Start
         fn, capacity, grace = spec
-        mailbox: Mailbox[Any] = Mailbox(capacity)
-        node = Node(
-            name=name, kind="actor", parent=self._node, mailbox=mailbox, restarts=incarnation
-        )
+        faults = self._faults
+        if faults is None:
+            mailbox: Mailbox[Any] = Mailbox(capacity)
+            node = Node(
+                name=name, kind="actor", parent=self._node, mailbox=mailbox, restarts=incarnation
+            )
+        else:  # a fault plan is attached: it may give this incarnation a faulty mailbox
+            node = Node(name=name, kind="actor", parent=self._node, restarts=incarnation)
+            try:
+                mailbox = node.mailbox = faults._mailbox(node, capacity)
+            except BaseException:  # a rule's predicate raised
+                del self._node.children[node.id]  # type: ignore[union-attr]
+                raise
         ref = ActorRef(node, mailbox, grace, fn)
         node.owner = self
-        # Like trio's start_soon: call the function now, so a plain function fails here.
-        coro = fn(mailbox)
-        if not inspect.iscoroutine(coro):
-            del self._node.children[node.id]  # type: ignore[union-attr]
-            raise TypeError(
-                f"actor {name!r}: {fn!r} returned {coro!r}, not a coroutine; an actor "
-                "is an 'async def' function taking a Mailbox"
-            )
+        try:
+            if faults is not None:
+                faults._starting(node)  # an injected start failure raises here
+            # Like trio's start_soon: call the function now, so a plain function fails here.
+            coro = fn(mailbox)
+            if not inspect.iscoroutine(coro):
+                raise TypeError(
+                    f"actor {name!r}: {fn!r} returned {coro!r}, not a coroutine; an actor "
+                    "is an 'async def' function taking a Mailbox"
+                )
+        except BaseException as error:
+            self._start_failed(ref, incarnation, error)
+            return
         try:
             self._nursery.start_soon(self._run, ref, coro, incarnation)
         except BaseException:
@@ -272,6 +314,46 @@ class Supervisor:
             del self._node.children[node.id]  # type: ignore[union-attr]
             raise
         self._latest[name] = ref
+
+    def _start_failed(self, ref: ActorRef[Any], incarnation: int, error: BaseException) -> None:
+        """Calling the child's function raised ``error`` (or it returned no coroutine).
+
+        A spawn raises it to its caller and leaves nothing behind. A restart has no caller:
+        the incarnation exits at once with ``Crashed(error)``. Its exit is decided on in
+        ``_finish``, once the decision that started it has been carried out (a group restart
+        starts the rest of its members first), never in the middle of it.
+        """
+        node = ref._node
+        if not incarnation or not isinstance(error, Exception):
+            # A spawn, or KeyboardInterrupt and the like, which end the program anyway.
+            del self._node.children[node.id]  # type: ignore[union-attr]
+            raise error
+        ref._mailbox._close(ref._describe)
+        node.record_exit(Crashed(error))
+        self._latest[node.name] = ref  # what the next restart starts again
+        if self._failed_starts is None:
+            self._failed_starts = deque()
+        self._failed_starts.append((ref, incarnation))
+
+    def _settle_failed_starts(self) -> list[Node]:
+        """Let ``decide`` react to each restart that failed to start; return their nodes.
+
+        Each one is an exit like any other: the child may be restarted again (counted towards
+        the intensity, at the same instant, so this ends at the latest when the supervisor
+        gives up) or, past the intensity, the supervisor gives up with ``error`` as the cause.
+        """
+        settled: list[Node] = []
+        failed = self._failed_starts
+        while failed:
+            ref, incarnation = failed.popleft()
+            node = ref._node
+            reason = node.exit_reason
+            assert isinstance(reason, Crashed)
+            self._last_crash = reason.exception
+            self._apply(_new(Exited, (node.name, incarnation, "crashed", trio.current_time())))
+            self._forget_if_gone(node.name)
+            settled.append(node)
+        return settled
 
     def _give_up(self, command: GiveUp) -> None:
         config = self._state.config
@@ -370,6 +452,12 @@ class Supervisor:
         self._last_crash = reason.exception if isinstance(reason, Crashed) else None
         self._apply(_new(Exited, (name, incarnation, reason.kind, now)))
         self._forget_if_gone(name)
+        if self._failed_starts:  # restarts this exit caused, which failed to start
+            failed = self._settle_failed_starts()
+            errors = node.notify_exit()
+            for failed_node in failed:  # after this exit: they were started because of it
+                errors += failed_node.notify_exit()
+            return errors
         return node.notify_exit()
 
 

@@ -50,7 +50,32 @@ def test_supervisors_never_imports_pai_actors() -> None:
 
 
 def test_testing_exports() -> None:
-    assert supervisors.testing.__all__ == ["ExitLog"]
+    testing = supervisors.testing
+    assert testing.__all__ == [
+        "CrashOnMessage",
+        "DelayMessage",
+        "DropMessage",
+        "ExitLog",
+        "FailStart",
+        "Fault",
+        "FaultRecord",
+        "Faults",
+        "InjectedFault",
+    ]
+    public = {
+        name
+        for name, obj in vars(testing).items()
+        if not name.startswith("_")
+        and (isinstance(obj, type) or callable(obj))
+        and getattr(obj, "__module__", "").startswith("supervisors")
+        and obj is not getattr(supervisors, name, None)  # used here, exported there
+    }
+    assert public <= set(testing.__all__)
+    for name in testing.__all__:
+        obj = getattr(testing, name)
+        if isinstance(obj, type):
+            assert obj.__module__ == "supervisors.testing", name
+    assert issubclass(testing.InjectedFault, supervisors.SupervisorError)
 
 
 def test_decision_module_exports_the_whole_core() -> None:
