@@ -39,6 +39,7 @@ longer active, is rejected.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
@@ -109,7 +110,7 @@ from .admission import (
     StartRun,
     WakeIdle,
 )
-from .call import resumable
+from .call import backoff, resumable
 from .deadlines import DeadlineTimer, fire_deadline
 from .forwarding import Answer, Forwarding, Request, raise_error
 from .live import LiveRun
@@ -466,6 +467,32 @@ class AgentRuntime:
         self._handle(RunEnded(live.run_id, again))
         if live.thread.parent is not None and not live.run.active:  # a sub-run ended
             self._settle_caller_soon(live.thread)
+        if live.run.status == "running" and not self._admission.closing:
+            # It ended without recording where its run stands (the store refused that
+            # write, or the actor failed): recover it, as the next load would.
+            self._recover_soon(live.thread_id)
+
+    def _recover_soon(self, thread_id: str) -> None:
+        """Load ``thread_id`` afresh in a runtime-owned task, which settles what a run left
+        running with no actor (as a restart does); retried with a growing pause while the
+        store fails."""
+        self._thread_lost(thread_id)
+        if self._nursery is not None:
+            self._nursery.start_soon(self._recover, thread_id)
+
+    async def _recover(self, thread_id: str) -> None:
+        for attempt in itertools.count(1):
+            await trio.sleep(backoff(attempt))
+            if self._admission.closing:
+                return  # the next runtime's load settles it
+            try:
+                await self._load(thread_id)
+                return
+            except StoreError:
+                _log.warning("recovering thread %r failed (attempt %d)", thread_id, attempt)
+            except PaiError:  # not this runtime's to settle (another node, a migration)
+                _log.exception("recovering thread %r failed", thread_id)
+                return
 
     def _live_of(self, run_id: str) -> LiveRun | None:
         """The run's in-memory handle, while its actor is alive."""
@@ -708,7 +735,15 @@ class AgentRuntime:
             if not await self._store.take(thread_id):  # type: ignore[attr-defined]
                 # Another node drives it (or recovers it): not this runtime's to settle.
                 return thread
-            # Taken over: what other nodes asked of its stopped owner is this node's now.
+            # Taken over: read it again (its owner may have written it between the reads
+            # above and the take; from now on it cannot); what other nodes asked of its
+            # stopped owner is this node's now.
+            calls = await self._store.list_calls(thread_id)
+            index_calls(self._message_index, calls)
+            active = await self._store.get_active_run(thread_id)
+            orphaned = active is not None and self._admission.orphaned(
+                active.run_id, thread_id, by_starter=by_starter
+            )
             assert self._nursery is not None
             self._nursery.start_soon(self._forwarding.serve, thread_id)
         if active is not None and orphaned:

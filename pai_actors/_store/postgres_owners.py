@@ -102,9 +102,11 @@ _OWNER = (
 )
 # Give up the leases of held threads without a running run (nothing to drive: the next
 # node that writes one takes it); one a transaction has locked is left for the next round.
+# A lease given up is expired, not deleted: its epoch stays, so the next node to take the
+# thread raises it, and a node that drove the thread before is fenced all the same.
 _RELEASE = (
-    "DELETE FROM pai_thread_owners AS o"
-    " USING (SELECT l.thread_id FROM pai_thread_owners AS l"
+    "UPDATE pai_thread_owners AS o SET expires_at = '-infinity'"
+    " FROM (SELECT l.thread_id FROM pai_thread_owners AS l"
     " JOIN json_to_recordset($2::text::json) AS h (thread_id text, epoch bigint)"
     " ON l.thread_id = h.thread_id AND l.epoch = h.epoch WHERE l.node_id = $1"
     " AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.thread_id = l.thread_id AND runs.active"
@@ -114,8 +116,8 @@ _RELEASE = (
     " RETURNING o.thread_id"
 )
 _GIVE_UP = (
-    "DELETE FROM pai_thread_owners AS o"
-    " USING json_to_recordset($2::text::json) AS h (thread_id text, epoch bigint)"
+    "UPDATE pai_thread_owners AS o SET expires_at = '-infinity'"
+    " FROM json_to_recordset($2::text::json) AS h (thread_id text, epoch bigint)"
     " WHERE o.thread_id = h.thread_id AND o.node_id = $1 AND o.epoch = h.epoch"
     " RETURNING o.thread_id"
 )
@@ -266,7 +268,10 @@ class Owners:
             return
         held = dict(self.held)
         rows = await db.fetch(_RELEASE, self.node_id, _pairs(held))
-        self.lose(str(row[0]) for row in rows if self.held.get(str(row[0])) == held[str(row[0])])
+        # (given up by this node, not taken by another: forgotten, not fenced)
+        self.given_up(
+            str(row[0]) for row in rows if self.held.get(str(row[0])) == held[str(row[0])]
+        )
 
 
 async def orphaned_threads(db: Fetcher, limit: int) -> list[str]:

@@ -49,7 +49,8 @@ def database() -> Iterator[str]:
 def owner(url: str, thread_id: str) -> str | None:
     with connect(url) as db:
         row = db.execute(
-            "SELECT node_id FROM pai_thread_owners WHERE thread_id = %s", (thread_id,)
+            "SELECT node_id FROM pai_thread_owners WHERE thread_id = %s AND expires_at > now()",
+            (thread_id,),
         ).fetchone()
     return None if row is None else str(row[0])
 

@@ -68,7 +68,9 @@ def expire(url: str, thread_id: str) -> None:
 def owner(url: str, thread_id: str) -> tuple[str, int] | None:
     with connect(url) as db:
         row = db.execute(
-            "SELECT node_id, epoch FROM pai_thread_owners WHERE thread_id = %s", (thread_id,)
+            "SELECT node_id, epoch FROM pai_thread_owners WHERE thread_id = %s"
+            " AND expires_at > now()",
+            (thread_id,),
         ).fetchone()
     return None if row is None else (row[0], row[1])
 
@@ -92,7 +94,8 @@ async def test_a_node_owns_the_threads_it_writes_and_the_others_are_refused(
         with pytest.raises(StoreConflict, match="owned by node 'a'"):
             await append(b, "t1", "m2")
         assert [m.id for m in await b.list_messages("t1")] == ["m1"]  # nothing of it written
-        assert owner(database, "t1") == ("a", 1)
+        # (epoch 1 was given up as the thread was created with no run: the write took it at 2)
+        assert owner(database, "t1") == ("a", 2)
 
 
 async def test_a_node_that_lost_its_lease_writes_nothing_and_forgets_the_thread(
@@ -111,7 +114,7 @@ async def test_a_node_that_lost_its_lease_writes_nothing_and_forgets_the_thread(
         assert [m.id for m in await a.list_messages("t1")] == ["m1"]  # (mirrored)
         expire(database, "t1")  # a was paused past its lease ...
         await append(b, "t1", "m2")  # ... and b took the thread over
-        assert owner(database, "t1") == ("b", 2)
+        assert owner(database, "t1") == ("b", 3)
         with pytest.raises(StoreConflict, match="node 'a' lost its lease"):
             await append(a, "t1", "m3")  # a wakes up: fenced
         assert lost == ["t1"]
@@ -126,7 +129,7 @@ async def test_a_node_that_lost_its_lease_writes_nothing_and_forgets_the_thread(
         expire(database, "t1")
         assert await a.take("t1")
         await append(a, "t1", "m3")
-        assert owner(database, "t1") == ("a", 3)
+        assert owner(database, "t1") == ("a", 4)
         with pytest.raises(StoreConflict, match="node 'b' lost its lease"):
             await append(b, "t1", "m4")
 
@@ -177,13 +180,13 @@ async def test_a_thread_without_a_running_run_is_given_up_for_any_node(database:
             tx.create_thread(thread("t1"))
         assert owner(database, "t1") is None  # created with no run: nobody's to drive
         await append(a, "t1", "m0")  # written without a run: held until the next round
-        assert owner(database, "t1") == ("a", 1)
+        assert owner(database, "t1") == ("a", 2)  # (a given-up lease keeps its epoch)
         async with trio.open_nursery() as nursery:
             await nursery.start(a.keep_leases)  # its first round gives up the idle threads
             assert owner(database, "t1") is None
             nursery.cancel_scope.cancel()
         await append(b, "t1", "m1")
-        assert owner(database, "t1") == ("b", 1)
+        assert owner(database, "t1") == ("b", 3)
 
 
 def test_a_run_of_a_killed_node_is_taken_over_and_recovered_by_another(database: str) -> None:
