@@ -44,6 +44,9 @@ from ._probe import Execution, Probe
 CANCELLED = "The tool call was cancelled"
 TERMINAL = ("output-available", "output-error", "output-denied")
 
+RESOLUTION = 1e-6
+"""A recorded instant keeps microseconds: trio time ``0.1 + 0.2`` is recorded as ``0.3``."""
+
 How = Literal["submit", "cancel", "fail"]
 
 
@@ -73,14 +76,40 @@ async def thread_parts(store: Store, thread_id: str) -> dict[str, ToolPart]:
     }
 
 
-async def check_thread(store: Store, thread_id: str) -> list[str]:
+async def thread_tree(store: Store, roots: Iterable[str]) -> list[str]:
+    """``roots`` and the sub-agent threads their calls started, at every depth: those that
+    exist, each once (roots first, in order)."""
+    found: list[str] = []
+    todo = list(roots)
+    while todo:
+        thread_id = todo.pop(0)
+        if thread_id in found or await store.get_thread(thread_id) is None:
+            continue
+        found.append(thread_id)
+        for call in await store.list_calls(thread_id):
+            todo.extend(call.record.sub_threads)
+    return found
+
+
+async def check_thread(
+    store: Store, thread_id: str, seen: dict[tuple[str, str], tuple[int, int]] | None = None
+) -> list[str]:
     """The invariants that hold at any moment of ``thread_id``, read from ``store``: the
-    parts agree with the call records and with the open actions."""
+    parts agree with the call records and with the open actions. ``seen``: the revisions
+    (of each call, and of its run) already checked, kept across calls, so that a call
+    checked before and unchanged since is not checked again."""
     problems: list[str] = []
     parts = await thread_parts(store, thread_id)
     calls = await store.list_calls(thread_id)
     runs = {run.run_id: run for run in await store.list_runs(thread_id)}
     for call in calls:
+        run = runs.get(call.run_id)
+        if seen is not None:
+            key = (thread_id, call.record.tool_call_id)
+            revisions = (call.revision, -1 if run is None else run.revision)
+            if seen.get(key) == revisions:
+                continue
+            seen[key] = revisions
         where = f"thread {thread_id!r} call {call.record.tool_call_id!r}"
         part = parts.get(call.record.tool_call_id)
         if part is None:
@@ -91,7 +120,7 @@ async def check_thread(store: Store, thread_id: str) -> list[str]:
             problems.append(
                 f"{where}: the part {part.to_wire()} is not its record's {expected.to_wire()}"
             )
-        problems.extend(_part_problems(where, part, runs.get(call.run_id)))
+        problems.extend(_part_problems(where, part, run))
     shown = {action for call in calls for action in _pending_ids(call)}
     listed = {action.ref.action_id for action in await store.list_pending_actions(thread_id)}
     if shown != listed:
@@ -134,11 +163,16 @@ def _pending_ids(call: StoredCall) -> list[str]:
     return ids
 
 
-async def check_at_rest(store: Store, thread_ids: Iterable[str]) -> list[str]:
-    """Once every run is idle: nothing runs, and a waiting run waits on something."""
+async def check_at_rest(
+    store: Store,
+    thread_ids: Iterable[str],
+    seen: dict[tuple[str, str], tuple[int, int]] | None = None,
+) -> list[str]:
+    """Once every run is idle: nothing runs, and a waiting run waits on something (and
+    :func:`check_thread` holds, with ``seen``)."""
     problems: list[str] = []
     for thread_id in thread_ids:
-        problems.extend(await check_thread(store, thread_id))
+        problems.extend(await check_thread(store, thread_id, seen))
         active = await store.get_active_run(thread_id)
         if active is None:
             continue
@@ -240,7 +274,7 @@ async def check_executions(
                     f"{where}: its signal said {execution.reason!r}, its call records "
                     f"{cancelled.reason!r}"
                 )
-        if cancelled is not None and execution.exited > _seconds(cancelled.at):
+        if cancelled is not None and execution.exited > _seconds(cancelled.at) + RESOLUTION:
             problems.append(
                 f"{where}: exited at {execution.exited:g} s, after its cancellation was "
                 f"recorded at {_seconds(cancelled.at):g} s"

@@ -33,7 +33,7 @@ from typing import Any, Literal, cast
 import trio
 import trio.testing
 
-from .._core.errors import PaiError, RuntimeClosed, StoreError
+from .._core.errors import PaiError, StoreConflict, StoreError, ThreadNotFound
 from .._core.model import Model, ModelEvent, ModelRequest
 from .._core.pending import PendingActionView
 from .._runtime.runtime import DEFAULT_MAX_ACTIVE_RUNS, AgentRuntime
@@ -263,6 +263,7 @@ class Simulation:
         self._crashes = 0
         self._nursery: trio.Nursery | None = None
         self._thread_ids: list[str] = []
+        self._checked: dict[tuple[str, str], tuple[int, int]] = {}  # (see check_thread)
 
     # -- the trace ---------------------------------------------------------------------------
 
@@ -351,6 +352,7 @@ class Simulation:
         if process.crashed:
             return
         process.crashed = True
+        process.store.die()
         self._crashes += 1
         self.injected(f"crash after commit {commit} (runtime {process.number})")
         self._ready = trio.Event()
@@ -372,19 +374,28 @@ class Simulation:
             if process is not None and not process.crashed and process.runtime is not None:
                 return process, process.runtime
 
-    async def request(self, call: Callable[[AgentRuntime], Any]) -> Any:
+    async def request(self, call: Callable[[AgentRuntime], Any], *, blocking: bool = False) -> Any:
         """``await call(runtime)`` on the current runtime; :data:`LOST` if that runtime
-        crashed before it answered (its fate unknown, as over a broken connection)."""
+        crashed before it answered (its fate unknown, as over a broken connection).
+        ``blocking``: the call waits for the runtime (``wait_idle``, a watch), which a
+        crash must interrupt."""
         process, rt = await self._runtime()
-        with trio.CancelScope() as scope:
-            process.requests.add(scope)
+        if not blocking:  # it fails fast once its runtime crashed (the store refuses it)
             try:
                 return await call(rt)
-            except (StoreError, RuntimeClosed):
+            except Exception:  # whatever a crashed runtime raises, it is lost with it
+                if not process.crashed:
+                    raise
+            return LOST
+        with trio.CancelScope() as scope:  # a crash cancels a wait on the lost runtime
+            process.requests[scope] = None
+            try:
+                return await call(rt)
+            except Exception:  # whatever a crashed runtime raises, it is lost with it
                 if not process.crashed:
                     raise
             finally:
-                process.requests.discard(scope)
+                del process.requests[scope]
         return LOST
 
     async def _jump_clock(self) -> None:
@@ -427,9 +438,9 @@ class Simulation:
         process, _rt = await self._runtime()
         threads = await self._all_threads(self._thread_ids)
         for thread_id in threads:
-            await self.request(functools.partial(_settle, thread_id=thread_id))
+            await self.request(functools.partial(_settle, thread_id=thread_id), blocking=True)
         await trio.testing.wait_all_tasks_blocked()
-        self._violations.extend(await check_at_rest(self.store, threads))
+        self._violations.extend(await check_at_rest(self.store, threads, self._checked))
         process.closing.set()
         await process.closed.wait()
         self.note(0, "runtime closed")
@@ -458,9 +469,13 @@ class Simulation:
         """The invariants that hold at any moment, on ``thread_id`` and its sub-threads."""
         if not self.check_every_step:
             return
-        for thread in await self._all_threads([thread_id]):
-            for problem in await check_thread(self.store, thread):
+        todo = [thread_id]
+        while todo:
+            thread = todo.pop()
+            for problem in await check_thread(self.store, thread, self._checked):
                 self.violation(problem)
+            for call in await self.store.list_calls(thread):
+                todo.extend(call.record.sub_threads)
 
     def resolved(self, action: PendingActionView, how: Any, detail: Any) -> None:
         ref = action.ref
@@ -484,7 +499,7 @@ class _Process:
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     closing: trio.Event = field(default_factory=trio.Event)
     closed: trio.Event = field(default_factory=trio.Event)
-    requests: set[trio.CancelScope] = field(default_factory=set)
+    requests: dict[trio.CancelScope, None] = field(default_factory=dict)  # (ordered)
 
 
 class _SimStore:
@@ -504,6 +519,14 @@ class _SimStore:
         if self.process is not None and self.process.crashed:
             raise StoreError("this runtime crashed (simulated): nothing it asks reaches the store")
 
+    def die(self) -> None:
+        """Its runtime crashed: from now on every read fails too."""
+        self.__dict__.update(
+            (name, _refuse)
+            for name in list(self.__dict__)
+            if name.startswith(("get_", "list_", "read_"))
+        )
+
     async def commit(self, writes: Sequence[Write]) -> None:
         self._check_alive()
         await trio.lowlevel.checkpoint_if_cancelled()
@@ -520,16 +543,21 @@ class _SimStore:
             self._sim._crash(self.process, k)
             raise StoreError(f"the runtime crashed (simulated) right after commit {k}")
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Any:  # the reads: the store's own, until it dies
+        if self.process is not None and self.process.crashed:
+            return _refuse
         attribute = getattr(self._inner, name)
-        if not callable(attribute) or name.startswith("_"):
-            return attribute
+        if callable(attribute) and name.startswith(("get_", "list_", "read_")):
+            setattr(self, name, attribute)  # (no wrapper: a read costs what it costs)
+        return attribute
 
-        async def read(*args: Any, **kwargs: Any) -> Any:
-            self._check_alive()
-            return await attribute(*args, **kwargs)
 
-        return read
+def _with(call: Callable[[AgentRuntime, bool], Any], again: bool, rt: AgentRuntime) -> Any:
+    return call(rt, again)
+
+
+async def _refuse(*args: Any, **kwargs: Any) -> Any:
+    raise StoreError("this runtime crashed (simulated): nothing it asks reaches the store")
 
 
 class _Client:
@@ -548,12 +576,12 @@ class _Client:
     def note(self, what: str) -> None:
         self.sim.note(self.number, what)
 
-    async def _ask(self, call: Callable[[AgentRuntime], Any]) -> Any:
+    async def _ask(self, call: Callable[[AgentRuntime], Any], *, blocking: bool = False) -> Any:
         """A request that changes nothing a client decided (a read, a creation, a send that
         looks first): asked again while a commit of it fails; :data:`LOST` on a crash."""
         while True:
             try:
-                return await self.sim.request(call)
+                return await self.sim.request(call, blocking=blocking)
             except StoreError as exc:  # a failed commit (a fault): nothing of it was written
                 self.note(f"store error, asking again: {exc}")
 
@@ -570,7 +598,9 @@ class _Client:
                 # else it looks while the thread's tools still run (its act then races them).
                 state = None
                 if settle:
-                    state = await self._ask(lambda rt: _settle(rt, thread_id=self.thread_id))
+                    state = await self._ask(
+                        lambda rt: _settle(rt, thread_id=self.thread_id), blocking=True
+                    )
                     if state is LOST:
                         continue
                     await sim.step_checked(self.thread_id)
@@ -578,28 +608,47 @@ class _Client:
                 if actions is LOST:
                     continue
                 if not actions:
-                    if state is None:
+                    if state is None:  # the thread works: the client may stop it meanwhile
                         settle = True
+                        if self.rng.choices(self.behaviours, self.weights)[0] == "cancel_run":
+                            await self._stop()
+                        continue
+                    state = await self._ask(lambda rt: rt.get_state(self.thread_id))
+                    if state is LOST:
                         continue
                     self.note(f"idle: runs {[r.status for r in state.runs]}")
                     break
-                await trio.sleep(self.rng.choice(workload.think))
+                pause = self.rng.choice(workload.think)
+                if pause:
+                    await trio.sleep(pause)
                 await self._act(actions[self.rng.randrange(len(actions))])
                 settle = self.rng.random() < workload.settle
+                if not settle:  # (else checked once settled, just below)
+                    await sim.step_checked(self.thread_id)
             if self.silent:
                 return
 
     async def _create(self) -> None:
         scope, agent = self.sim.workload.scope, self.sim.workload.agent
-        while await self._ask(lambda rt: _create(rt, self.thread_id, scope, agent)) is LOST:
-            pass
+        await self._until_done(functools.partial(_create, self.thread_id, scope, agent))
         self.note("created")
 
     async def _send(self, text: str) -> bool:
-        while await self._ask(lambda rt: _send_once(rt, self.thread_id, text)) is LOST:
-            pass
+        await self._until_done(functools.partial(_send_once, self.thread_id, text))
         self.note(f"sent {text!r}")
         return True
+
+    async def _until_done(self, call: Callable[[AgentRuntime, bool], Any]) -> None:
+        """``call(runtime, again)`` until it is answered; ``again`` once an earlier attempt
+        failed or was lost (it may have been done: look first)."""
+        again = False
+        while True:
+            try:
+                if await self.sim.request(functools.partial(_with, call, again)) is not LOST:
+                    return
+            except StoreError as exc:  # a failed commit (a fault)
+                self.note(f"store error, asking again: {exc}")
+            again = True
 
     async def _act(self, action: PendingActionView) -> None:
         behaviour = self.rng.choices(self.behaviours, self.weights)[0]
@@ -608,7 +657,6 @@ class _Client:
             await self._do(behaviour, action, name)
         except StoreError as exc:  # a failed commit: the action is as it was
             self.note(f"{behaviour} {name}: store error ({exc})")
-        await self.sim.step_checked(self.thread_id)
 
     async def _do(self, behaviour: Behaviour, action: PendingActionView, name: str) -> None:
         sim = self.sim
@@ -618,7 +666,7 @@ class _Client:
             self.note(f"silent, leaving {name} pending")
             return
         if behaviour == "reconnect":
-            await sim.request(lambda rt: self._reconnect(rt))
+            await sim.request(lambda rt: self._reconnect(rt), blocking=True)
             return
         if behaviour == "cancel_run":
             reason = "stopped by the simulated client"
@@ -659,6 +707,23 @@ class _Client:
             return
         await self._fail(action, name)
 
+    async def _stop(self) -> None:
+        """Cancel the thread's active run while it works (a user's stop button)."""
+        state = await self._ask(lambda rt: rt.get_state(self.thread_id))
+        active = (
+            None if state is LOST else next((r for r in state.runs if r.status == "running"), None)
+        )
+        if active is None:
+            return
+        reason = "stopped by the simulated client"
+        try:
+            result = await self.sim.request(lambda rt: rt.cancel_run(active.run_id, reason))
+        except StoreError as exc:
+            self.note(f"stop {active.run_id}: store error ({exc})")
+            return
+        self.note(f"stop {active.run_id}: {_shown(result)}")
+        await self.sim.step_checked(self.thread_id)
+
     async def _fail(self, action: PendingActionView, name: str) -> None:
         error = "failed by the simulated client"
         result = await self.sim.request(lambda rt: rt.fail_action(action.ref, error))
@@ -667,9 +732,20 @@ class _Client:
             self.sim.resolved(action, "fail", error)
 
     async def _still_pending(self, action: PendingActionView, name: str) -> None:
-        actions = await self._ask(lambda rt: rt.pending_actions(self.thread_id))
-        if actions is not LOST and action.ref not in [a.ref for a in actions]:
-            self.sim.violation(f"{name}: a rejected submission left the action no longer pending")
+        """Nothing of a rejected answer is recorded: the action is still pending, or was
+        resolved since by something else (the run failed or was cancelled meanwhile), never
+        with that answer."""
+        ref = action.ref
+        call = await self.sim.store.get_call(ref.thread_id, ref.tool_call_id)
+        if call is None:
+            return
+        record = call.record
+        applied = any(
+            e.action_id == ref.action_id and e.state == "submitted" and e.resume == _INVALID
+            for e in record.episodes
+        ) or (ref.action_id == record.tool_call_id and record.output == _INVALID)
+        if applied:
+            self.sim.violation(f"{name}: a rejected answer was recorded")
 
     def _answer(self, action: PendingActionView) -> Any:
         answer = self.sim.workload.answer
@@ -709,25 +785,34 @@ def _shown(result: Any) -> str:
     return f"{status}" + (f" ({error.splitlines()[0][:80]})" if error else "")
 
 
-async def _settle(rt: AgentRuntime, *, thread_id: str) -> Any:
-    """The thread loaded (recovered, after a crash) and idle: its state."""
-    await rt.get_state(thread_id)
+async def _settle(rt: AgentRuntime, *, thread_id: str) -> bool:
+    """Until the thread is loaded (recovered, after a crash) and idle."""
     await rt.wait_idle(thread_id)
-    return await rt.get_state(thread_id)
+    return True
 
 
-async def _create(rt: AgentRuntime, thread_id: str, scope: str, agent: str | None) -> None:
-    from .._core.errors import ThreadNotFound
-
+async def _create(
+    thread_id: str, scope: str, agent: str | None, rt: AgentRuntime, again: bool
+) -> None:
+    """Create the thread; ``again``: unless it exists (created before a crash hid the
+    answer, or before a failed commit of the same request... which wrote nothing)."""
+    if again:
+        try:
+            await rt.get_thread(thread_id)
+            return
+        except ThreadNotFound:
+            pass
     try:
-        await rt.get_thread(thread_id)  # created before a crash hid the answer
-    except ThreadNotFound:
         await rt.create_thread(scope, thread_id=thread_id, agent_id=agent)
+    except StoreConflict:  # created by the attempt whose answer a crash hid
+        await rt.get_thread(thread_id)
 
 
-async def _send_once(rt: AgentRuntime, thread_id: str, text: str) -> Any:
-    """Send ``text`` unless the thread's last user message is it already (sent before a
-    crash hid the answer)."""
+async def _send_once(thread_id: str, text: str, rt: AgentRuntime, again: bool) -> Any:
+    """Send ``text``; ``again``: unless the thread's last user message is it already (sent
+    before a crash hid the answer)."""
+    if not again:
+        return await rt.send(thread_id, text)
     state = await rt.get_state(thread_id)
     users = [m for m in state.messages if m.role == "user"]
     if users and users[-1].parts and getattr(users[-1].parts[0], "text", None) == text:
@@ -912,12 +997,16 @@ class seeded_scheduler:
         self._state: Any = None
 
     def __enter__(self) -> None:
-        from trio._core._run import _r  # there is no public handle on it
+        from trio._core import _run  # there is no public handle on either
 
-        self._state = _r.getstate()
-        _r.seed(self._seed)
+        self._state = (_run._r.getstate(), _run._ALLOW_DETERMINISTIC_SCHEDULING)
+        _run._r.seed(self._seed)
+        # The tasks woken in one tick run in an order drawn from the seed, not in the order
+        # they were woken (which can follow object addresses: sets of tasks, of scopes).
+        setattr(_run, "_ALLOW_DETERMINISTIC_SCHEDULING", True)  # noqa: B010 (Final there)
 
     def __exit__(self, *exc: object) -> None:
-        from trio._core._run import _r
+        from trio._core import _run
 
-        _r.setstate(self._state)
+        _run._r.setstate(self._state[0])
+        setattr(_run, "_ALLOW_DETERMINISTIC_SCHEDULING", self._state[1])  # noqa: B010
