@@ -76,7 +76,20 @@ used. The figures:
   ``PostgresStore`` against LangGraph on ``AsyncPostgresSaver``, each side of each repetition
   on a new database of the same server, the CPU split between the process and the server in
   ``method``: ``w1_postgres`` (all at once, >= 5), ``w2_postgres_suspend`` (time ratio
-  <= 0.2) and ``w2_postgres_resume`` (>= 5). Without a reachable server they say so.
+  <= 0.2) and ``w2_postgres_resume`` (>= 5); ``w1_postgres_two_nodes``: W1 split between two
+  node processes on one database vs one node doing all of it (>= 1.6 where the machine's
+  cores allow). Without a reachable server they say so.
+- ``failover_short_lease`` (``--lease 2``) and ``failover_long_lease`` (``--lease 10``):
+  seconds from ``SIGKILL`` of the ``pai-actors serve --node-id`` process running a run (one
+  of 3 on one PostgreSQL database) until a watcher on another node sees the run completed,
+  each kill a sample; the baseline is the same flow without a kill. Target: the median at
+  most 1.5 x the lease. See :mod:`benchmarks._failover`.
+- ``simulation_overhead``: approval conversations per CPU-second through
+  ``pai_actors.testing.simulate`` (every tool instrumented, the invariants checked after
+  every step) vs the same conversations through the plain test runtime (target: the
+  harness costs at most 1.5x: ratio >= 0.667); ``simulation_faults``: the same simulation
+  under faults, its faults injected per CPU-second in ``method``. See
+  :mod:`benchmarks._simulation`.
 
 Each figure is a function that takes its sizes, so a test can run it tiny. Timing lives
 here, never in a test. This package's ``__init__`` imports the figures lazily, so that a side
@@ -108,10 +121,13 @@ if TYPE_CHECKING:
     from ._durable import w2_resume_equal_normal as w2_resume_equal_normal
     from ._durable import w2_suspend as w2_suspend
     from ._durable import w2_suspend_equal_normal as w2_suspend_equal_normal
+    from ._failover import failover_long_lease as failover_long_lease
+    from ._failover import failover_short_lease as failover_short_lease
     from ._harness import Record as Record
     from ._harness import Target as Target
     from ._harness import render_markdown as render_markdown
     from ._postgres import w1_postgres as w1_postgres
+    from ._postgres import w1_postgres_two_nodes as w1_postgres_two_nodes
     from ._postgres import w2_postgres_resume as w2_postgres_resume
     from ._postgres import w2_postgres_suspend as w2_postgres_suspend
     from ._protocol_latency import latency_p50_concurrent as protocol_latency_p50_concurrent
@@ -120,6 +136,8 @@ if TYPE_CHECKING:
     from ._protocol_latency import latency_p99_sequential as protocol_latency_p99_sequential
     from ._protocol_load import load as protocol_load
     from ._protocol_load import load_memory as protocol_load_memory
+    from ._simulation import simulation_faults as simulation_faults
+    from ._simulation import simulation_overhead as simulation_overhead
     from ._spawn_exit import spawn_exit as spawn_exit
     from ._spawn_exit import spawn_exit_unscoped as spawn_exit_unscoped
     from ._streaming import stream_cpu_per_token as stream_cpu_per_token
@@ -158,7 +176,10 @@ _LAZY = {
     "w2_resume_equal_normal": ("_durable", "w2_resume_equal_normal"),
     "w2_suspend": ("_durable", "w2_suspend"),
     "w2_suspend_equal_normal": ("_durable", "w2_suspend_equal_normal"),
+    "failover_long_lease": ("_failover", "failover_long_lease"),
+    "failover_short_lease": ("_failover", "failover_short_lease"),
     "w1_postgres": ("_postgres", "w1_postgres"),
+    "w1_postgres_two_nodes": ("_postgres", "w1_postgres_two_nodes"),
     "w2_postgres_resume": ("_postgres", "w2_postgres_resume"),
     "w2_postgres_suspend": ("_postgres", "w2_postgres_suspend"),
     "protocol_latency_p50_concurrent": ("_protocol_latency", "latency_p50_concurrent"),
@@ -167,6 +188,8 @@ _LAZY = {
     "protocol_latency_p99_sequential": ("_protocol_latency", "latency_p99_sequential"),
     "protocol_load": ("_protocol_load", "load"),
     "protocol_load_memory": ("_protocol_load", "load_memory"),
+    "simulation_faults": ("_simulation", "simulation_faults"),
+    "simulation_overhead": ("_simulation", "simulation_overhead"),
     "spawn_exit": ("_spawn_exit", "spawn_exit"),
     "spawn_exit_unscoped": ("_spawn_exit", "spawn_exit_unscoped"),
     "stream_cpu_per_token": ("_streaming", "stream_cpu_per_token"),
@@ -189,6 +212,8 @@ __all__ = [
     "ask_round_trip",
     "cancel_run",
     "cpu_per_conversation",
+    "failover_long_lease",
+    "failover_short_lease",
     "protocol_latency_p50_concurrent",
     "protocol_latency_p50_sequential",
     "protocol_latency_p99_concurrent",
@@ -197,6 +222,8 @@ __all__ = [
     "protocol_load_memory",
     "render_markdown",
     "reopen",
+    "simulation_faults",
+    "simulation_overhead",
     "spawn_exit",
     "spawn_exit_unscoped",
     "stream_cpu_per_token",
@@ -217,6 +244,7 @@ __all__ = [
     "w1_concurrent_pydantic_ai",
     "w1_concurrent_vs_sequential",
     "w1_postgres",
+    "w1_postgres_two_nodes",
     "w1_sequential",
     "w1_sequential_equal_full",
     "w1_sequential_equal_normal",

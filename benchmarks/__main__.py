@@ -20,6 +20,7 @@ def _figures(quick: bool) -> dict[str, Figure]:
     from . import _postgres as pg
     from ._ask import ask_round_trip
     from ._cancel_run import cancel_run
+    from ._failover import failover_long_lease, failover_short_lease
     from ._protocol_latency import (
         latency_p50_concurrent,
         latency_p50_sequential,
@@ -27,6 +28,7 @@ def _figures(quick: bool) -> dict[str, Figure]:
         latency_p99_sequential,
     )
     from ._protocol_load import load, load_memory
+    from ._simulation import simulation_faults, simulation_overhead
     from ._spawn_exit import spawn_exit, spawn_exit_unscoped
     from ._streaming import stream_cpu_per_token, stream_first_token_latency
     from ._subagents import subagents_conversations, subagents_memory, subagents_round_trip
@@ -110,8 +112,20 @@ def _figures(quick: bool) -> dict[str, Figure]:
             # of each repetition on a new database; one measurement (cached) gives both W2
             # figures.
             "w1_postgres": lambda: pg.w1_postgres(w1, peer_n=w1, repeats=r),
+            # W1 split between two node processes on one database vs one node doing all.
+            "w1_postgres_two_nodes": lambda: pg.w1_postgres_two_nodes(w1, repeats=r),
             "w2_postgres_suspend": lambda: pg.w2_postgres_suspend(w2, repeats=r),
             "w2_postgres_resume": lambda: pg.w2_postgres_resume(w2, repeats=r),
+            # Failover: SIGKILL of the node running a run (one of 3 `pai-actors serve --node-id`
+            # processes on one database) until another completes it, vs the same flow
+            # without a kill; each kill a sample.
+            "failover_short_lease": lambda: failover_short_lease(2.0, 10),
+            "failover_long_lease": lambda: failover_long_lease(10.0, 5),
+            # The simulation kit (simulate, invariants checked after every step) vs the plain
+            # test runtime on the same approval conversations; one measurement (cached) gives
+            # both figures.
+            "simulation_overhead": lambda: simulation_overhead(1_000, repeats=3),
+            "simulation_faults": lambda: simulation_faults(1_000, repeats=3),
         }
     w1, w2, mem = 20, 100, 500
     return {
@@ -160,8 +174,13 @@ def _figures(quick: bool) -> dict[str, Figure]:
         "subagents_round_trip": lambda: subagents_round_trip(10, 10, repeats=1),
         "subagents_memory": lambda: subagents_memory(10, 10, repeats=1),
         "w1_postgres": lambda: pg.w1_postgres(w1, peer_n=w1, repeats=1),
+        "w1_postgres_two_nodes": lambda: pg.w1_postgres_two_nodes(w1, repeats=1),
         "w2_postgres_suspend": lambda: pg.w2_postgres_suspend(w2, repeats=1),
         "w2_postgres_resume": lambda: pg.w2_postgres_resume(w2, repeats=1),
+        "failover_short_lease": lambda: failover_short_lease(1.0, 3),
+        "failover_long_lease": lambda: failover_long_lease(2.0, 1, nodes=2),
+        "simulation_overhead": lambda: simulation_overhead(100, repeats=1),
+        "simulation_faults": lambda: simulation_faults(100, repeats=1),
     }
 
 

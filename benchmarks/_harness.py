@@ -18,6 +18,7 @@ MEDIAN of each side's repetitions, with every repetition's value in ``samples`` 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import math
@@ -26,10 +27,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import IO, Any, Literal, TypeAlias
 
 ROOT = Path(__file__).resolve().parent.parent
 """The directory holding the ``benchmarks`` package (the side processes' working directory)."""
@@ -135,11 +136,9 @@ def _round(x: float) -> float:
 # --- Running sides -------------------------------------------------------------------------
 
 
-def fresh(function: Callable[..., Any] | str, /, **kwargs: Any) -> Any:
-    """Call ``function(**kwargs)`` in a fresh Python process and return its JSON result.
-
-    ``function`` is a module-level function of ``benchmarks``, or its ``"module:name"`` (so
-    that this process need not import a peer to name its side); ``kwargs`` are JSON."""
+def _side_of(function: Callable[..., Any] | str) -> tuple[str, str]:
+    """The module and name of a side: a module-level function of ``benchmarks``, or its
+    ``"module:name"``."""
     if isinstance(function, str):
         module, _, name = function.partition(":")
     else:
@@ -148,15 +147,31 @@ def fresh(function: Callable[..., Any] | str, /, **kwargs: Any) -> Any:
             raise ValueError(f"{function!r} is not a module-level function")
     if module != "benchmarks" and not module.startswith("benchmarks."):
         raise ValueError(f"{module}:{name} is not a function of benchmarks")
+    return module, name
+
+
+def _runner(module: str, name: str, arguments: str) -> tuple[list[str], dict[str, str]]:
+    """The command and environment of ``python -m benchmarks._side`` running a side (in
+    :data:`ROOT`)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return [sys.executable, "-m", "benchmarks._side", module, name, arguments], env
+
+
+def fresh(function: Callable[..., Any] | str, /, **kwargs: Any) -> Any:
+    """Call ``function(**kwargs)`` in a fresh Python process and return its JSON result.
+
+    ``function`` is a module-level function of ``benchmarks``, or its ``"module:name"`` (so
+    that this process need not import a peer to name its side); ``kwargs`` are JSON."""
+    module, name = _side_of(function)
     arguments = json.dumps(kwargs)
     if _IN_PROCESS:
         call = getattr(importlib.import_module(module), name)
         return json.loads(json.dumps(call(**json.loads(arguments))))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    command, env = _runner(module, name, arguments)
     with tempfile.TemporaryFile("w+") as stderr:
         done = subprocess.run(
-            [sys.executable, "-m", "benchmarks._side", module, name, arguments],
+            command,
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,
@@ -174,6 +189,71 @@ def fresh(function: Callable[..., Any] | str, /, **kwargs: Any) -> Any:
     if not lines:
         raise RuntimeError(f"the side {module}:{name}({arguments}) printed nothing")
     return json.loads(lines[-1])
+
+
+class Started:
+    """A side running in a fresh process (:func:`started`) that its runner talks to through
+    its pipes: lines written to its stdin (:meth:`tell`), lines read from its stdout
+    (:meth:`expect`), then its JSON result (:meth:`result`)."""
+
+    def __init__(self, process: subprocess.Popen[str], stderr: IO[str], what: str) -> None:
+        self._process = process
+        self._stderr = stderr
+        self._what = what
+
+    def tell(self, line: str) -> None:
+        assert self._process.stdin is not None
+        self._process.stdin.write(line + "\n")
+        self._process.stdin.flush()
+
+    def expect(self, line: str) -> None:
+        """Wait for the side to print ``line``; raise with its stderr if it prints anything
+        else or exits."""
+        assert self._process.stdout is not None
+        got = self._process.stdout.readline().rstrip("\n")
+        if got != line:
+            raise self._failed(f"printed {got!r} where {line!r} was expected")
+
+    def result(self, timeout: float = 120.0) -> Any:
+        """The JSON the side returned, once it exited (its stdin is closed first)."""
+        out, _ = self._process.communicate(timeout=timeout)
+        if self._process.returncode != 0:
+            raise self._failed(f"failed with exit status {self._process.returncode}")
+        lines = out.strip().splitlines()
+        if not lines:
+            raise self._failed("printed nothing")
+        return json.loads(lines[-1])
+
+    def _failed(self, what: str) -> RuntimeError:
+        self._stderr.seek(0)
+        return RuntimeError(f"the side {self._what} {what}:\n{self._stderr.read()}")
+
+
+@contextlib.contextmanager
+def started(function: Callable[..., Any] | str, /, **kwargs: Any) -> Iterator[Started]:
+    """Start ``function(**kwargs)`` in a fresh Python process, as :func:`fresh` runs it, for
+    a side that its runner coordinates with others through its pipes (several processes
+    started together, told when to begin). Always a process, also under
+    :class:`sides_in_process`; killed if it is still running when the block exits."""
+    module, name = _side_of(function)
+    arguments = json.dumps(kwargs)
+    command, env = _runner(module, name, arguments)
+    with tempfile.TemporaryFile("w+") as stderr:
+        process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+        try:
+            yield Started(process, stderr, f"{module}:{name}({arguments})")
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.communicate()
 
 
 class sides_in_process:

@@ -21,6 +21,10 @@ processes, and the machine's busy time (:func:`._pg.cpu_times`).
 
 - ``w1_postgres``: whole conversations per second, all ``n`` in flight at once (ours: ``n``
   trio tasks in a nursery; LangGraph: ``ainvoke`` under ``asyncio.gather``). Target: >= 5x.
+- ``w1_postgres_two_nodes``: the same ``n`` conversations split half and half between two
+  node processes on one database (each a ``PostgresStore`` with a ``node_id`` of its own),
+  vs one such node doing all ``n``, in the same run. Target: >= 1.6x, where the machine's
+  cores allow: the nodes and the server share them, and ``method`` gives the split.
 - ``w2_postgres_suspend``: seconds until ``n`` conversations (all started at once) are
   suspended, vs LangGraph. Target: ratio of times <= 0.2, as ``w2_suspend``.
 - ``w2_postgres_resume``: resumes per second with all ``n`` submissions at once, until every
@@ -56,6 +60,7 @@ from ._harness import (
 )
 
 W1_POSTGRES_TARGET = Target(">=", 5.0)
+W1_POSTGRES_TWO_NODES_TARGET = Target(">=", 1.6)
 W2_POSTGRES_SUSPEND_TARGET = Target("<=", 0.2)
 """The target of ``w2_suspend`` on SQLite."""
 W2_POSTGRES_RESUME_TARGET = Target(">=", 5.0)
@@ -219,6 +224,98 @@ def w1_postgres(n: int = 1_000, *, peer_n: int = 1_000, repeats: int = 3) -> Rec
             _DATABASES,
             _READ_BACK,
             _cpu_method(ours, peer, "cpu", "seconds"),
+        ),
+    )
+
+
+_NODE_LABEL = (
+    "each node a fresh process: PostgresStore(conninfo, node_id='node-K') at its defaults "
+    "(lease 10 s, mirror=True, reads on a pool of 1 to 4) and a runtime, with the duties "
+    "`pai-actors serve` runs beside a node, through the public API (store.keep_leases(); "
+    "every half lease, store.orphaned_threads() loaded with get_state)"
+)
+_NODES_HOW = (
+    "the n conversations split between the nodes (node-1 first), all of a node's at once "
+    "(n trio tasks in a nursery); the node processes started together and, once each had "
+    "opened its store and runtime, told to begin at once; the timed part from the first "
+    "node's start to the last node's end (time.monotonic, the system-wide clock); after it, "
+    "every conversation read back, untimed, through a new PostgresStore without a node_id "
+    "and a new runtime, and checked; the baseline the same with one node doing all n "
+    "(w1_postgres is one process without a node_id)"
+)
+
+
+def _nodes_cpu_split(name: str, results: list[dict[str, Any]]) -> str:
+    def med(values: Any) -> float:
+        return float(statistics.median(values))
+
+    cores = os.cpu_count() or 1
+    available = med(r["cpu"]["seconds"] for r in results) * cores
+    nodes = [
+        f"node-{k + 1}'s process {med(r['nodes'][k]['process'] for r in results):.2f} "
+        f"({results[0]['nodes'][k]['n']} conversations in "
+        f"{med(r['nodes'][k]['seconds'] for r in results):.2f} s)"
+        for k in range(len(results[0]["nodes"]))
+    ]
+    ours = [sum(node["process"] for node in r["nodes"]) + r["cpu"]["backends"] for r in results]
+    other = med(
+        r["cpu"]["machine"] - mine - r["cpu"]["background"]
+        for r, mine in zip(results, ours, strict=True)
+    )
+    per_conversation = med(
+        1000 * mine / sum(node["n"] for node in r["nodes"])
+        for r, mine in zip(results, ours, strict=True)
+    )
+    return (
+        f"{name}: {', '.join(nodes)}, the database's PostgreSQL backends (all its nodes') "
+        f"{med(r['cpu']['backends'] for r in results):.2f} (the nodes and their backends: "
+        f"{per_conversation:.1f} ms per conversation), the server's background "
+        f"processes {med(r['cpu']['background'] for r in results):.2f}, anything else on "
+        f"the machine (the harness, other users' processes, the kernel) {other:.2f}, the "
+        f"whole machine busy {med(r['cpu']['machine'] for r in results):.2f} of "
+        f"{available:.2f} ({cores} cores x the interval between the two readings)"
+    )
+
+
+def w1_postgres_two_nodes(n: int = 1_000, *, repeats: int = 3) -> Record:
+    """Conversations per second, all in flight at once, split between two node processes
+    sharing one database, vs one node doing all ``n``."""
+    figure = "w1_postgres_two_nodes"
+    unit = (
+        "conversations/s (all at once, half on each of two node processes on one database; "
+        "suspend, approve, resume, complete; PostgreSQL)"
+    )
+    target = W1_POSTGRES_TWO_NODES_TARGET
+    why = _why_not()
+    if why is not None:
+        return _not_measured(figure, unit=unit, why=why, ratio_of="throughput", target=target, n=n)
+    two = _on_new_database(f"{_OURS}:w1_nodes", "ours_w1_two_nodes", n=n, nodes=2)
+    one = _on_new_database(f"{_OURS}:w1_nodes", "ours_w1_one_node", n=n, nodes=1)
+    ours, single = interleave(repeats, two, one)
+    return throughput_record(
+        figure,
+        unit=unit,
+        baseline="one node (the same node process, node_id='node-1') doing all n",
+        target=target,
+        n=n,
+        baseline_n=n,
+        seconds=[r["seconds"] for r in ours],
+        baseline_seconds=[r["seconds"] for r in single],
+        method=method(
+            repeats,
+            _NODES_HOW,
+            _NODE_LABEL,
+            _pg.describe_settings(ours + single),
+            "each side of each repetition on a new database of the same server, created by "
+            "the harness before the nodes start and dropped (WITH (FORCE)) after they ended",
+            "CPU seconds in the timed part, medians of each side's repetitions (a node's "
+            "process: time.process_time() over its own part; server processes: utime + "
+            "stime from /proc/PID/stat, read just before the nodes are told to begin and "
+            "just after the last said it was done; machine: /proc/stat, over the same "
+            "interval): "
+            + "; ".join(
+                [_nodes_cpu_split("two nodes", ours), _nodes_cpu_split("one node", single)]
+            ),
         ),
     )
 

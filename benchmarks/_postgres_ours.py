@@ -12,22 +12,36 @@ Each side runs in a fresh process (:func:`benchmarks._harness.fresh`): it opens 
 server's background processes), closes the runtime and the store, then reads every
 conversation back, untimed, through a NEW ``PostgresStore`` on the same database and a new
 runtime, and returns what it measured as JSON.
+
+Several nodes (:func:`w1_nodes`): the side's process starts one fresh process per node
+(:func:`benchmarks._harness.started`), each a :func:`w1_node` with a ``PostgresStore`` of
+its own given a ``node_id`` of its own, on the one database. Every node opens its store and
+its runtime and says it is ready; once all are, they are told to begin together; each
+times its share of the conversations with ``time.monotonic`` (the system-wide monotonic
+clock, so the nodes' readings compare) and says when it is done, then keeps its
+connections until told to exit, so that the server's CPU time of the timed part is read
+(by :func:`w1_nodes`) while their backends still run. The timed part runs from the first
+node's start to the last node's end.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import gc
+import sys
 import time
 from typing import Any
 
 import trio
 
-from pai_actors import AgentRuntime, PostgresStore, create_agent_runtime
+from pai_actors import AgentRuntime, PaiError, PostgresStore, create_agent_runtime
 
 from . import _durable_ours as ours
 from . import _pg
+from ._harness import started
 
-__all__ = ["w1", "w2"]
+__all__ = ["w1", "w1_node", "w1_nodes", "w2"]
 
 
 def runtime(store: PostgresStore) -> AgentRuntime:
@@ -82,6 +96,103 @@ def w1(conninfo: str, n: int) -> dict[str, Any]:
         return {"seconds": elapsed, "cpu": split}
 
     return {**trio.run(main), "settings": _pg.settings(conninfo)}
+
+
+async def _node_duties(
+    rt: AgentRuntime,
+    store: PostgresStore,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """What a node runs beside its runtime (the duties ``pai-actors serve`` gives a node,
+    through the public API): ``store.keep_leases``, and every half lease the threads of
+    nodes that stopped (``store.orphaned_threads``) loaded, which recovers them."""
+    async with trio.open_nursery() as nursery:
+        await nursery.start(store.keep_leases)
+        task_status.started()
+        while True:
+            for thread_id in await store.orphaned_threads():
+                with contextlib.suppress(PaiError):  # another node took it first
+                    await rt.get_state(thread_id)
+            await trio.sleep(store.lease / 2)
+
+
+async def _read_line() -> str:
+    return await trio.to_thread.run_sync(sys.stdin.readline)
+
+
+def w1_node(conninfo: str, node_id: str, first: int, n: int) -> dict[str, Any]:
+    """One node of :func:`w1_nodes` (started by it, talked to through its pipes): a
+    ``PostgresStore(conninfo, node_id=node_id)`` at its defaults and a runtime, with the
+    node's duties beside it (:func:`_node_duties`). It prints ``ready``; on a line on stdin
+    it runs conversations ``first`` to ``first + n - 1`` all at once (``n`` trio tasks in a
+    nursery), prints ``done``; on another line it closes. Returns the monotonic times of
+    its start and end, its process's CPU seconds in between and its conversations."""
+
+    async def main() -> dict[str, Any]:
+        thread_ids: list[str] = []
+        with PostgresStore(conninfo, node_id=node_id) as store:
+            async with runtime(store) as rt, trio.open_nursery() as duties:
+                await duties.start(_node_duties, rt, store)
+                print("ready", flush=True)
+                await _read_line()  # begin
+                cpu = time.process_time()
+                start = time.monotonic()
+                async with trio.open_nursery() as nursery:
+                    for i in range(first, first + n):
+                        nursery.start_soon(_conversation, rt, i, thread_ids)
+                end = time.monotonic()
+                cpu = time.process_time() - cpu
+                print("done", flush=True)
+                await _read_line()  # exit: the server's CPU time was read
+                duties.cancel_scope.cancel()
+        _check_count(thread_ids, n)
+        return {"start": start, "end": end, "process": cpu, "thread_ids": thread_ids}
+
+    return trio.run(main)
+
+
+def w1_nodes(conninfo: str, n: int, nodes: int) -> dict[str, Any]:
+    """Seconds for ``n`` whole conversations split between ``nodes`` node processes on one
+    database (:func:`w1_node`, ``node-1`` ... given the first, larger shares), all started
+    together; each node's own seconds and process CPU seconds, the server's CPU split of the
+    timed part (the database's backends: every node's) and the server's settings. Every
+    conversation is read back afterwards, untimed, through a new store without a
+    ``node_id`` and a new runtime."""
+    database = _pg.database_of(conninfo)
+    shares = [n // nodes + (k < n % nodes) for k in range(nodes)]
+    firsts = [sum(shares[:k]) for k in range(nodes)]
+    with contextlib.ExitStack() as stack:
+        processes = [
+            stack.enter_context(
+                started(w1_node, conninfo=conninfo, node_id=f"node-{k + 1}", first=first, n=share)
+            )
+            for k, (first, share) in enumerate(zip(firsts, shares, strict=True))
+        ]
+        for process in processes:
+            process.expect("ready")
+        cpu, read_at = _pg.cpu_times(database), time.monotonic()
+        for process in processes:
+            process.tell("begin")
+        for process in processes:
+            process.expect("done")
+        split = _pg.cpu_since(cpu, database)
+        split["seconds"] = time.monotonic() - read_at
+        for process in processes:
+            process.tell("exit")
+        results = [process.result() for process in processes]
+    thread_ids = [t for r in results for t in r["thread_ids"]]
+    _check_count(thread_ids, n)
+    trio.run(functools.partial(_read_back, conninfo, thread_ids, waiting=False))
+    return {
+        "seconds": max(r["end"] for r in results) - min(r["start"] for r in results),
+        "nodes": [
+            {"n": share, "seconds": r["end"] - r["start"], "process": r["process"]}
+            for share, r in zip(shares, results, strict=True)
+        ],
+        "cpu": split,
+        "settings": _pg.settings(conninfo),
+    }
 
 
 def w2(conninfo: str, n: int) -> dict[str, Any]:

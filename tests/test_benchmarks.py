@@ -21,6 +21,7 @@ from benchmarks import (
     Record,
     Target,
     _durable,
+    _failover,
     _harness,
     _postgres,
     _spawn_exit,
@@ -28,6 +29,8 @@ from benchmarks import (
     ask_round_trip,
     cancel_run,
     cpu_per_conversation,
+    failover_long_lease,
+    failover_short_lease,
     protocol_latency_p50_concurrent,
     protocol_latency_p50_sequential,
     protocol_latency_p99_concurrent,
@@ -35,6 +38,8 @@ from benchmarks import (
     protocol_load,
     protocol_load_memory,
     render_markdown,
+    simulation_faults,
+    simulation_overhead,
     spawn_exit,
     spawn_exit_unscoped,
     stream_cpu_per_token,
@@ -55,6 +60,7 @@ from benchmarks import (
     w1_concurrent_pydantic_ai,
     w1_concurrent_vs_sequential,
     w1_postgres,
+    w1_postgres_two_nodes,
     w1_sequential,
     w1_sequential_equal_full,
     w1_sequential_equal_normal,
@@ -379,6 +385,40 @@ def test_subagent_figures_record_shape() -> None:
     assert memory.target == ">= 0.5"
 
 
+def test_simulation_figures_record_shape() -> None:
+    overhead = simulation_overhead(5, repeats=1)
+    faults = simulation_faults(5, repeats=1)
+    assert overhead.figure == "simulation_overhead"
+    assert overhead.ratio is not None
+    assert overhead.ratio > 0
+    assert overhead.target == ">= 0.666667"  # (the harness costs at most 1.5x)
+    assert faults.figure == "simulation_faults"
+    assert "faults injected per CPU-second" in faults.method
+
+
+def test_failover_figures_record_shape() -> None:
+    """One kill and one flow without, on two node processes (a real PostgreSQL, else the
+    figure says it was not measured)."""
+    record = failover_short_lease(0.5, 1, nodes=2)
+    check_record_json(record.to_json())
+    assert (record.figure, record.ratio_of, record.n, record.target) == (
+        "failover_short_lease",
+        "value",
+        1,
+        "<= 0.75",
+    )
+    if record.repeats:
+        assert len(record.samples) == len(record.baseline_samples) == 1
+        assert "failover / lease" in record.method
+
+
+def test_failover_figures_without_postgres(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_failover, "_why_not", lambda: "PostgreSQL unreachable at 'x'")
+    data = check_record_json(failover_long_lease(10.0, 5).to_json())
+    assert data["baseline"] == "not measured: PostgreSQL unreachable at 'x'"
+    assert (data["value"], data["met"], data["target"]) == (0.0, None, "<= 15")
+
+
 def test_durable_write_limit(tmp_path: Path) -> None:
     assert durable_write_limit(str(tmp_path), 5) > 0
     assert list(tmp_path.iterdir()) == []
@@ -645,8 +685,13 @@ def test_cli_prints_one_line_per_figure(
         "subagents_round_trip": lambda: subagents_round_trip(1, 2, repeats=1),
         "subagents_memory": lambda: subagents_memory(1, 2, repeats=1),
         "w1_postgres": lambda: w1_postgres(2, peer_n=1, repeats=1),
+        "w1_postgres_two_nodes": lambda: w1_postgres_two_nodes(2, repeats=1),
         "w2_postgres_suspend": lambda: w2_postgres_suspend(2, repeats=1),
         "w2_postgres_resume": lambda: w2_postgres_resume(2, repeats=1),
+        "failover_short_lease": lambda: failover_short_lease(0.5, 1, nodes=2),
+        "failover_long_lease": lambda: failover_long_lease(0.5, 1, nodes=2),
+        "simulation_overhead": lambda: simulation_overhead(3, repeats=1),
+        "simulation_faults": lambda: simulation_faults(3, repeats=1),
     }
     assert list(tiny) == list(FULL) == list(QUICK)
     for name, figure in tiny.items():
@@ -694,3 +739,28 @@ def test_no_side_imports_another() -> None:
         source = (Path(_harness.ROOT) / "benchmarks" / module).read_text()
         assert "pai_actors" not in source.replace("``pai_actors``", "")
         assert "_durable_ours" not in source
+
+
+def test_two_nodes_figure_record_shape() -> None:
+    """Two node processes on one database against one (a real PostgreSQL, else the figure
+    says it was not measured)."""
+    data = check_record_json(w1_postgres_two_nodes(3, repeats=1).to_json())
+    assert (data["figure"], data["ratio_of"], data["n"], data["target"]) == (
+        "w1_postgres_two_nodes",
+        "throughput",
+        3,
+        ">= 1.6",
+    )
+    if data["repeats"]:
+        assert data["baseline_n"] == 3
+        method = str(data["method"])
+        assert "two nodes: node-1's process" in method
+        assert "node-2's process" in method
+        assert "one node: node-1's process" in method
+
+
+def test_two_nodes_figure_without_postgres(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_postgres, "_why_not", lambda: "PostgreSQL unreachable at 'x'")
+    data = check_record_json(w1_postgres_two_nodes().to_json())
+    assert data["baseline"] == "not measured: PostgreSQL unreachable at 'x'"
+    assert (data["value"], data["met"], data["n"]) == (0.0, None, 1_000)
