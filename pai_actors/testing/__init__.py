@@ -40,7 +40,13 @@ And the simulation kit (see the guide "Testing and simulation"):
   under :class:`Faults` (failed store writes, crashes and restarts at any commit, model
   errors and stalls, clock jumps), checks the runtime's invariants after every step and at
   the end, and returns a :class:`SimulationResult`: its trace, the store's contents (the
-  same bytes for the same seed) and the violations, with the command that replays it.
+  same bytes for the same seed) and the violations, with the command that replays it;
+- :class:`AgentStateMachine` is a Hypothesis state machine over a user's agents (subclass
+  it, naming ``agents``, ``model`` and ``messages``; collect its ``TestCase``): it draws
+  sequences of sends, valid and invalid answers, cancelled and failed actions, cancelled
+  runs, crashes and virtual time, checks the same invariants after every rule, and prints
+  a failure as a short program to paste into a test. It needs Hypothesis (a test
+  dependency), so it is imported on first use.
 """
 
 import contextlib
@@ -51,7 +57,7 @@ import tempfile
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._core.clock import Clock
 from .._core.errors import ScriptedModelError as ScriptedModelError
@@ -81,6 +87,9 @@ from ._simulation import Workload as Workload
 from ._simulation import simulate as simulate
 from ._store_check import StoreOpener as StoreOpener
 from ._store_check import check_store as check_store
+
+if TYPE_CHECKING:  # (imported when asked for: it needs Hypothesis, a test dependency)
+    from ._state_machine import AgentStateMachine as AgentStateMachine
 
 
 def create_test_runtime(
@@ -224,6 +233,7 @@ def memory_stores() -> Callable[[str], AbstractAsyncContextManager[MemoryStore]]
 
 
 __all__ = [
+    "AgentStateMachine",
     "Faults",
     "ScriptedModel",
     "ScriptedModelError",
@@ -245,6 +255,18 @@ __all__ = [
 ]
 
 for _name in __all__:
-    if _name != "StoreOpener":  # a type alias has no settable __module__
+    if _name not in ("StoreOpener", "AgentStateMachine"):  # (an alias; a lazy import)
         globals()[_name].__module__ = __name__  # tracebacks read pai_actors.testing.ScriptedModel
 del _name
+
+
+def __getattr__(name: str) -> Any:
+    """``AgentStateMachine``, imported on first use: it needs Hypothesis, which only tests
+    install (the rest of this package does not)."""
+    if name == "AgentStateMachine":
+        from ._state_machine import AgentStateMachine
+
+        AgentStateMachine.__module__ = __name__
+        globals()[name] = AgentStateMachine
+        return AgentStateMachine
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
