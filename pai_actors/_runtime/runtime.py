@@ -1385,15 +1385,14 @@ class AgentRuntime:
                     self._cancel_sub_threads_soon((thread_id,), reason)
 
     async def _needs_recovery(self, thread_id: str) -> bool:
-        """Whether a sub-run's thread may hold what a stopped process left to recover: its
-        active run is ``running`` with no actor here. (A ``waiting`` one waits on actions
-        only: an accepted submission records its run ``running`` in the same commit.)"""
+        """Whether a sub-run's thread may hold what a stopped process left to recover: it
+        has an active run and no actor here. A ``running`` one was cut off; a ``waiting``
+        one may wait on nothing: an accepted cancellation or failure of its last pending
+        action ends that call without recording the run ``running`` (the wake-up that goes
+        on with it is in memory), so a process that stopped right after it left the run
+        waiting for nothing, and only a load goes on with it."""
         active = await self._store.get_active_run(thread_id)
-        return (
-            active is not None
-            and active.status == "running"
-            and self._admission.live_run_of(thread_id) is None
-        )
+        return active is not None and self._admission.live_run_of(thread_id) is None
 
     async def _origin_chain(self, thread: ThreadRecord) -> tuple[SubAgentOrigin, ...]:
         """The tool calls that started the sub-agent thread ``thread`` and the ones above
