@@ -277,7 +277,6 @@ class PostgresStore(ClosingStore):
                             commit.released = await self._owners.release(
                                 db, commit.claimed, _stopped(commit)
                             )
-                            await self._owners.announce(db, _thread_ids([commit]))
                     except StoreError as exc:
                         commit.error = exc
                     except ServerError as exc:
@@ -287,6 +286,9 @@ class PostgresStore(ClosingStore):
                     if not alone:
                         await db.execute("RELEASE SAVEPOINT one_commit")
                 if db.in_transaction:
+                    if self._owners is not None:  # the other nodes learn it at COMMIT
+                        written = [c for c in group if c.error is None]
+                        await self._owners.announce(db, _thread_ids(written))
                     committing = True
                     await db.execute("COMMIT")
                 self._mirror_commits(group)

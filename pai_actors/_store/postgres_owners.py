@@ -234,7 +234,9 @@ class Owners:
     async def announce(self, db: Fetcher, thread_ids: Iterable[str]) -> None:
         """Inside a commit's transaction: tell the other nodes (``LISTEN pai_threads``) that
         it changes these threads; PostgreSQL delivers it only if the commit is written."""
-        await db.fetch(_NOTIFY, json.dumps(sorted(set(thread_ids))))
+        changed = sorted(set(thread_ids))
+        if changed:
+            await db.fetch(_NOTIFY, json.dumps(changed))
 
     def hold(self, claimed: dict[str, int]) -> None:
         """The commit that claimed these leases is written: this node holds them."""
