@@ -262,12 +262,15 @@ class PostgresStore(ClosingStore):
                     db = await self._writer_connection()
                     await db.execute("BEGIN")
                 alone = len(group) == 1  # no savepoint needed: a conflict refuses it all
+                renewed = None  # (the group's held leases renewed in one statement)
+                if self._owners is not None and not alone:
+                    renewed = await self._owners.renew_held(db, _thread_ids(group))
                 for commit in group:
                     if not alone:
                         await db.execute("SAVEPOINT one_commit")
                     try:
                         if self._owners is not None:
-                            commit.claimed = await self._claim(db, commit, alone)
+                            commit.claimed = await self._claim(db, commit, alone, renewed)
                         await apply_writes(
                             db,
                             commit.writes,
@@ -320,13 +323,15 @@ class PostgresStore(ClosingStore):
                 if commit.waiting is not None:
                     trio.lowlevel.reschedule(commit.waiting)
 
-    async def _claim(self, db: Connection, commit: _Commit, alone: bool) -> dict[str, int]:
+    async def _claim(
+        self, db: Connection, commit: _Commit, alone: bool, renewed: set[str] | None
+    ) -> dict[str, int]:
         """The leases of the threads ``commit`` writes, renewed or taken in its transaction
         (``_store.postgres_owners``); refused (rolled back to its savepoint) when another node
         owns one, or this node lost one."""
         assert self._owners is not None
         try:
-            return await self._owners.claim(db, _thread_ids([commit]))
+            return await self._owners.claim(db, _thread_ids([commit]), renewed)
         except StoreError:
             await db.execute("ROLLBACK" if alone else "ROLLBACK TO SAVEPOINT one_commit")
             raise

@@ -166,11 +166,26 @@ class Owners:
         """Call ``callback(thread_id)`` when another node took a thread from this one."""
         self._fenced.append(callback)
 
-    async def claim(self, db: Fetcher, thread_ids: Iterable[str]) -> dict[str, int]:
+    async def renew_held(self, db: Fetcher, thread_ids: Iterable[str]) -> set[str]:
+        """Inside a group commit's transaction, before its commits: renew at once the
+        leases this node holds of the threads the group writes (their rows stay locked to
+        the end of the transaction); the threads renewed, for :meth:`claim` to skip a
+        statement of its own."""
+        wanted = set(thread_ids)
+        held = {t: e for t, e in self.held.items() if t in wanted and t not in self.fenced}
+        if not held:
+            return set()
+        rows = await db.fetch(_RENEW_WRITTEN, self.node_id, self._lease_ms, _pairs(held))
+        return {str(row[0]) for row in rows}
+
+    async def claim(
+        self, db: Fetcher, thread_ids: Iterable[str], renewed: set[str] | None = None
+    ) -> dict[str, int]:
         """Inside a commit's transaction: renew or take the lease of each thread the commit
         writes; the leases it holds then (to :meth:`hold` once the commit is written).
-        :class:`~pai_actors.ThreadOwnedElsewhere` when another node owns one, or this node
-        lost one it held (fenced): the caller rolls the commit back."""
+        ``renewed``: what :meth:`renew_held` renewed for the group (a held thread not in it
+        was lost). :class:`~pai_actors.ThreadOwnedElsewhere` when another node owns one, or
+        this node lost one it held (fenced): the caller rolls the commit back."""
         wanted = sorted(set(thread_ids))
         fenced = [t for t in wanted if t in self.fenced]
         if fenced:
@@ -182,8 +197,10 @@ class Owners:
         held = {t: self.held[t] for t in wanted if t in self.held}
         claimed: dict[str, int] = {}
         if held:
-            rows = await db.fetch(_RENEW_WRITTEN, self.node_id, self._lease_ms, _pairs(held))
-            claimed.update((row[0], held[row[0]]) for row in rows)
+            if renewed is None:
+                rows = await db.fetch(_RENEW_WRITTEN, self.node_id, self._lease_ms, _pairs(held))
+                renewed = {str(row[0]) for row in rows}
+            claimed.update((t, e) for t, e in held.items() if t in renewed)
             lost = [t for t in held if t not in claimed]
             if lost:
                 self.lose(lost)
