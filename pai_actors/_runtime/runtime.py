@@ -731,6 +731,15 @@ class AgentRuntime:
         orphaned = active is not None and self._admission.orphaned(
             active.run_id, thread_id, by_starter=by_starter
         )
+        if (
+            not orphaned
+            and self._forwarding is not None
+            and (active is None or active.status != "running")
+            and self._store.fenced(thread_id)  # type: ignore[attr-defined]
+        ):
+            # This node lost it to another, which is done with it (no run runs now): take
+            # it again, or this node could never write it again (a new message, say).
+            await self._store.take(thread_id)  # type: ignore[attr-defined]
         if orphaned and self._forwarding is not None:
             if not await self._store.take(thread_id):  # type: ignore[attr-defined]
                 # Another node drives it (or recovers it): not this runtime's to settle.

@@ -453,6 +453,11 @@ class PostgresStore(ClosingStore):
 
     # -- requests for the node that owns a thread (``_store.postgres_requests``) -------------
 
+    def fenced(self, thread_id: str) -> bool:
+        """Whether this node lost ``thread_id`` to another and has not taken it again
+        (:meth:`take`): its writes of it are refused meanwhile."""
+        return thread_id in self._need_owners().fenced
+
     def holds(self, thread_id: str) -> bool:
         """Whether this node holds the lease of ``thread_id`` (as far as it knows: a lease
         it lost unknowingly is found lost at its next write or renewal)."""
