@@ -44,9 +44,11 @@ And the simulation kit (see the guide "Testing and simulation"):
 - :class:`AgentStateMachine` is a Hypothesis state machine over a user's agents (subclass
   it, naming ``agents``, ``model`` and ``messages``; collect its ``TestCase``): it draws
   sequences of sends, valid and invalid answers, cancelled and failed actions, cancelled
-  runs, crashes and virtual time, checks the same invariants after every rule, and prints
-  a failure as a short program to paste into a test. It needs Hypothesis (a test
-  dependency), so it is imported on first use.
+  runs, crashes and virtual time (and, asked for, graceful restarts and cancellations that
+  race a submission or the next deadline), checks the same invariants after every rule
+  (and the subclass's own, given an :class:`Observation`), and prints a failure as a short
+  program to paste into a test. It needs Hypothesis (a test dependency), so it is imported
+  on first use.
 """
 
 import contextlib
@@ -73,6 +75,7 @@ from .._store.sqlite import SqliteStore
 from .._tools.agent import AgentDefinition, Pai
 from .._tools.blocking import DEFAULT_THREAD_LIMIT, SyncTools
 from .._tools.files import DEFAULT_MAX_FILE_BYTES
+from ._machine_world import Observation as Observation
 from ._scripted_model import ScriptedModel as ScriptedModel
 from ._scripted_model import ScriptedText as ScriptedText
 from ._scripted_model import ScriptedToolCall as ScriptedToolCall
@@ -235,6 +238,7 @@ def memory_stores() -> Callable[[str], AbstractAsyncContextManager[MemoryStore]]
 __all__ = [
     "AgentStateMachine",
     "Faults",
+    "Observation",
     "ScriptedModel",
     "ScriptedModelError",
     "ScriptedText",

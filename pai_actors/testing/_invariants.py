@@ -10,33 +10,45 @@ tools saw (:class:`~pai_actors.testing._probe.Probe`); none of them changes anyt
   has no pending action; a part is cancelled exactly when its record says so, and then its
   ``errorText`` names the reason;
 - **pending actions are what the parts show**: the store's open actions of a thread are the
-  parts' pending suspensions, approvals and client outputs, no more, no fewer;
+  parts' pending suspensions, approvals and client outputs, no more, no fewer; the views a
+  client is shown name them and show their input as their calls do;
 - **at rest** (every run idle): no run is ``running``; a ``waiting`` run has a pending
   action; every call is terminal or pending;
 - **an action resolves once**: an action a client was told was accepted is resolved in the
   record (its episode, approval or output is no longer pending), with what was submitted,
-  whatever happened after (a crash, a restart); no action is accepted twice;
+  whatever happened after (a crash, a restart); a cancelled action's call records its
+  reason, a failed one's its error; no action is accepted twice;
 - **cancellation**: an ``execute`` that was cancelled saw its ``ctx.signal`` aborted, with
-  the reason its call records, and let ``trio.Cancelled`` through (one that returned or
-  raised something else after the abort swallowed it); no ``execute`` exited after its
+  the reason its call records, and let ``trio.Cancelled`` through (one that was handed
+  ``trio.Cancelled`` and returned or raised something else swallowed it; one aborted after
+  its last checkpoint returns, and its output is dropped); no ``execute`` exited after its
   call's cancellation was recorded (it was stopped first); a child tool's ``execute``
   ended before its parent's;
-- **no overlap**: two ``execute`` of one call never ran at once; the resume of an action
-  entered ``execute`` at most once (unless its registration reruns interrupted calls);
+- **live**: at a settled moment an ``execute`` that runs belongs to a call recorded
+  ``executing`` in a ``running`` run, and a child tool's runs inside its parent's;
+- **no overlap**: two ``execute`` of one call never ran at once; each entry (a call's
+  initial one, the resume of an action) entered ``execute`` at most once (unless its
+  registration reruns interrupted calls, or a runtime crashed);
+- **stopped** (a runtime closed gracefully, as for a deploy): no run is ``running``; an
+  unfinished call waits in a ``waiting`` run, on an open action, on its sub-agents, or
+  with an accepted answer whose resume has not begun (kept for the next runtime);
 - **no task left**: once the runtime closed, no ``execute`` runs and trio's task count is
   back to what it was before the runtime opened.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from .._core.call_record import CallRecord
 from .._core.calls import to_part
 from .._core.clock import EPOCH
 from .._core.parts import ToolPart
+from .._core.pending import PendingActionView
 from .._core.records import RunRecord, StoredCall
 from .._store.base import Store
 from ._probe import Execution, Probe
@@ -99,9 +111,19 @@ async def check_thread(
     (of each call, and of its run) already checked, kept across calls, so that a call
     checked before and unchanged since is not checked again."""
     problems: list[str] = []
-    parts = await thread_parts(store, thread_id)
-    calls = await store.list_calls(thread_id)
-    runs = {run.run_id: run for run in await store.list_runs(thread_id)}
+    # One consistent view: every read is a checkpoint, and a commit may land between two;
+    # read again until the calls (and runs) were the same before and after the others.
+    while True:
+        calls = await store.list_calls(thread_id)
+        runs = {run.run_id: run for run in await store.list_runs(thread_id)}
+        parts = await thread_parts(store, thread_id)
+        listed = {a.ref.action_id for a in await store.list_pending_actions(thread_id)}
+        again = await store.list_calls(thread_id)
+        again_runs = await store.list_runs(thread_id)
+        if [c.revision for c in again] == [c.revision for c in calls] and [
+            r.revision for r in again_runs
+        ] == [r.revision for r in runs.values()]:
+            break
     for call in calls:
         run = runs.get(call.run_id)
         if seen is not None:
@@ -122,12 +144,38 @@ async def check_thread(
             )
         problems.extend(_part_problems(where, part, run))
     shown = {action for call in calls for action in _pending_ids(call)}
-    listed = {action.ref.action_id for action in await store.list_pending_actions(thread_id)}
     if shown != listed:
         problems.append(
             f"thread {thread_id!r}: open actions {sorted(listed)} but the calls show "
             f"{sorted(shown)}"
         )
+    return problems
+
+
+async def check_views(store: Store, views: Iterable[PendingActionView]) -> list[str]:
+    """The pending actions a client is shown are what their calls show pending: the run,
+    the message, the name (``<tool>.<suspend point>``, or the tool's for an approval or an
+    output a client supplies) and the input (the suspension's, or the call's)."""
+    problems: list[str] = []
+    for view in views:
+        ref = view.ref
+        where = f"thread {ref.thread_id!r} action {ref.action_id!r} ({view.name!r})"
+        call = await store.get_call(ref.thread_id, ref.tool_call_id)
+        if call is None or ref.action_id not in _pending_ids(call):
+            problems.append(f"{where}: shown pending, yet its call does not show it")
+            continue
+        record, episode = call.record, call.record.pending_episode
+        if episode is not None and episode.action_id == ref.action_id:
+            expected = (record.action_name(episode.name), episode.input)
+        else:
+            expected = (record.action_name(None), record.input)
+        shown = (view.name, view.input)
+        if (ref.run_id, ref.message_id) != (call.run_id, call.message_id) or shown != expected:
+            problems.append(
+                f"{where}: shown as {shown!r} of run {ref.run_id!r} and message "
+                f"{ref.message_id!r}; its call shows {expected!r} of {call.run_id!r} and "
+                f"{call.message_id!r}"
+            )
     return problems
 
 
@@ -221,19 +269,39 @@ def _resolution_problems(where: str, call: StoredCall, resolution: Resolution) -
                 return [f"{where}: {resolution.how} accepted, yet its episode is {episode.state}"]
             if resolution.how == "submit" and episode.resume != resolution.detail:
                 return [f"{where}: resumed with {episode.resume!r}, not {resolution.detail!r}"]
-            return []
+            return _ended_problems(where, record, resolution)
     approval = record.approval
     if approval is not None and approval.id == resolution.action_id:
         if approval.state != expected:
             return [f"{where}: {resolution.how} accepted, yet its approval is {approval.state}"]
-        return []
+        return _ended_problems(where, record, resolution)
     if resolution.action_id == record.tool_call_id:  # a client-supplied output
         if record.output_action == "pending" or record.phase != "done":
             return [f"{where}: {resolution.how} accepted, yet the output is {record.phase}"]
         if resolution.how == "submit" and record.output != resolution.detail:
             return [f"{where}: output {record.output!r}, not the accepted {resolution.detail!r}"]
-        return []
+        return _ended_problems(where, record, resolution)
     return [f"{where}: accepted, but its call records no such action"]
+
+
+def _ended_problems(where: str, record: CallRecord, resolution: Resolution) -> list[str]:
+    """A cancelled action ends its call cancelled with its reason; a failed one, in
+    ``output-error`` with its error."""
+    if resolution.how == "cancel":
+        cancelled = record.cancelled
+        if cancelled is None or cancelled.reason != (resolution.detail or None):
+            return [
+                f"{where}: cancelled with {resolution.detail!r}, yet its call records "
+                f"{cancelled!r} ({record.error_text!r})"
+            ]
+    if resolution.how == "fail" and (
+        record.error_text != resolution.detail or record.cancelled is not None
+    ):
+        return [
+            f"{where}: failed with {resolution.detail!r}, yet its call's error is "
+            f"{record.error_text!r}"
+        ]
+    return []
 
 
 async def check_executions(
@@ -241,13 +309,14 @@ async def check_executions(
 ) -> list[str]:
     """What the tools saw against what was recorded: cancelled executes saw their signal
     aborted with the recorded reason and ended before the cancellation was recorded; a
-    child ended before its parent; no two executes of a call overlapped; a resume entered
-    ``execute`` once (``reruns``: tool names whose registration reruns interrupted calls,
-    exempt). Executions of a process that crashed are left out of the signal checks: no
+    child ended before its parent; no two executes of a call overlapped; each entry (a
+    call's initial one, a resume) entered ``execute`` once (``reruns``: tool names whose
+    registration reruns interrupted calls, exempt; and every entry once a runtime
+    crashed). Executions of a process that crashed are left out of the signal checks: no
     one could record anything for them."""
     problems = list(probe.overlaps)
     by_key = {execution.key: execution for execution in probe.executions}
-    crashed_processes = {e.process for e in probe.executions} - {probe.process}
+    crashed_processes = probe.crashed
     for execution in probe.executions:
         where = (
             f"execute of {execution.tool!r} (call {execution.tool_call_id!r} of thread "
@@ -260,11 +329,15 @@ async def check_executions(
             continue
         call = await store.get_call(execution.thread_id, execution.tool_call_id)
         cancelled = None if call is None else call.record.cancelled
-        if execution.outcome != "cancelled" and execution.aborted and cancelled is not None:
+        if (
+            execution.outcome != "cancelled"
+            and execution.cancel_delivered
+            and cancelled is not None
+        ):
             problems.append(
-                f"{where}: {execution.outcome} after its ctx.signal was aborted "
-                f"({execution.reason!r}), though its call is recorded cancelled: it swallowed "
-                "trio.Cancelled (catch it only to clean up, then raise it again)"
+                f"{where}: {execution.outcome} after it was handed trio.Cancelled (its signal "
+                f"said {execution.reason!r}), though its call is recorded cancelled: it "
+                "swallowed trio.Cancelled (catch it only to clean up, then raise it again)"
             )
         if execution.outcome == "cancelled" and cancelled is not None:
             if not execution.aborted:
@@ -279,16 +352,135 @@ async def check_executions(
                 f"{where}: exited at {execution.exited:g} s, after its cancellation was "
                 f"recorded at {_seconds(cancelled.at):g} s"
             )
+    if crashed_processes:
+        return problems
     for (thread_id, action_id), count in probe.resumed.items():
         exempt = reruns is not None and any(
             e.thread_id == thread_id and e.action_id == action_id and reruns.get(e.tool, False)
             for e in probe.executions
         )
-        if count > 1 and not exempt and not crashed_processes:
+        if count > 1 and not exempt:
             problems.append(
                 f"thread {thread_id!r} action {action_id!r}: its resume entered execute "
                 f"{count} times"
             )
+    initial = Counter(
+        (e.thread_id, e.tool_call_id, e.tool)
+        for e in probe.executions
+        if e.action_id is None and e.parent is None
+    )
+    for (thread_id, call_id, tool), count in initial.items():
+        if count > 1 and not (reruns is not None and reruns.get(tool, False)):
+            problems.append(
+                f"thread {thread_id!r} call {call_id!r}: its initial entry entered execute "
+                f"{count} times"
+            )
+    return problems
+
+
+async def check_stopped(
+    store: Store, probe: Probe, thread_ids: Iterable[str], process: int
+) -> list[str]:
+    """After runtime ``process`` closed gracefully (not crashed): no run is ``running``, and
+    every unfinished call is kept for the next runtime, in a ``waiting`` run: it waits on an
+    open action or on its sub-agents, or holds an accepted answer whose resume has not
+    begun (an ``execute`` the close interrupted is recorded ended, not left running)."""
+    problems: list[str] = []
+    for thread_id in thread_ids:
+        runs = {run.run_id: run for run in await store.list_runs(thread_id)}
+        problems.extend(
+            f"thread {thread_id!r}: run {run.run_id!r} running after its runtime closed"
+            for run in runs.values()
+            if run.status == "running"
+        )
+        for call in await store.list_calls(thread_id):
+            record = call.record
+            if record.phase == "done":
+                continue
+            where = f"thread {thread_id!r} call {record.tool_call_id!r}"
+            run = runs.get(call.run_id)
+            if run is not None and run.status != "waiting":
+                problems.append(f"{where}: {record.phase} in a {run.status} run after the close")
+            if record.phase in ("suspended", "awaiting_approval", "awaiting_output"):
+                if not _pending_ids(call):
+                    problems.append(f"{where}: {record.phase} on no open action after the close")
+                continue
+            if record.phase == "awaiting_agents":
+                continue
+            resume = record.resume_action_id
+            began = any(
+                (e.thread_id, e.tool_call_id, e.action_id, e.process)
+                == (thread_id, record.tool_call_id, resume, process)
+                for e in probe.executions
+            )
+            if record.phase != "executing" or resume is None or began:
+                problems.append(
+                    f"{where}: {record.phase} (entry started: {record.entry_started}) after "
+                    "its runtime closed: an execute the close interrupted is recorded ended, "
+                    "an answer whose resume did not begin is kept to resume"
+                )
+    return problems
+
+
+async def check_cancelled_run(
+    store: Store,
+    probe: Probe,
+    run: RunRecord,
+    reason: str | None,
+    unfinished: Collection[str] | None,
+    spared: Collection[str] = (),
+) -> list[str]:
+    """After ``cancel_run`` of ``run`` (as it was when asked) returned with ``reason``,
+    nothing else in flight: the run is over, and no ``execute`` of its thread runs. If it
+    was active when asked and ``unfinished`` names its calls unfinished then (``None``: not
+    known, as when the cancellation raced what woke in its tick), it is ``cancelled``, and
+    each of them is recorded cancelled with ``reason`` (but those in ``spared``, which a
+    request racing the cancellation may have finished)."""
+    thread_id = run.thread_id
+    where = f"thread {thread_id!r}: cancel_run of {run.run_id!r} returned"
+    now = next((r for r in await store.list_runs(thread_id) if r.run_id == run.run_id), None)
+    if now is None or now.active:
+        return [f"{where}, yet the run is {None if now is None else now.status}"]
+    problems = [
+        f"{where}, yet an execute of call {call!r} still runs"
+        for thread, call in probe.live.values()
+        if thread == thread_id
+    ]
+    if not run.active or unfinished is None:
+        return problems
+    if now.status != "cancelled":
+        problems.append(f"{where} while it was {run.status}, yet it ended {now.status}")
+    calls = {c.record.tool_call_id: c.record for c in await store.list_calls(thread_id)}
+    for call_id in sorted(set(unfinished) - set(spared)):
+        record = calls.get(call_id)
+        cancelled = None if record is None else record.cancelled
+        if cancelled is None or cancelled.reason != (reason or None):
+            problems.append(
+                f"{where}: call {call_id!r}, unfinished when it was asked, records "
+                f"{None if record is None else (record.finish, record.error_text)!r}, not its "
+                f"cancellation with {reason!r}"
+            )
+    return problems
+
+
+async def check_live(store: Store, probe: Probe) -> list[str]:
+    """At a settled moment (every task blocked): an ``execute`` that runs belongs to a call
+    recorded ``executing`` in a ``running`` run, and a child tool's runs inside its
+    parent's (no child outlives its parent)."""
+    problems: list[str] = []
+    live = set(probe.live.values())
+    for thread_id, call_id in sorted(live):
+        top = call_id.split("/")[0]  # a child's id: its parent's, "/", its own
+        where = f"thread {thread_id!r}: an execute of call {call_id!r} runs"
+        if top != call_id and (thread_id, top) not in live:
+            problems.append(f"{where}, yet its parent's does not")
+        call = await store.get_call(thread_id, top)
+        runs = {r.run_id: r for r in await store.list_runs(thread_id)}
+        run = None if call is None else runs.get(call.run_id)
+        if call is None or call.record.phase != "executing" or run is None:
+            problems.append(f"{where}, recorded {None if call is None else call.record.phase}")
+        elif run.status != "running":
+            problems.append(f"{where}, in run {run.run_id!r}, which is {run.status}")
     return problems
 
 

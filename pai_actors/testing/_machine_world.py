@@ -2,8 +2,9 @@
 user's agents on test runtimes over a :class:`~pai_actors.MemoryStore` that survives
 crashes (``testing._processes``), does what the rules ask (a client's requests, each a
 task), moves virtual time deadline by deadline, and checks the invariants of
-``testing._invariants`` after each rule and at the end. After a crash the clients
-reconnect (a ``get_state`` of each thread).
+``testing._invariants`` after each rule and at the end (and the machine's own checks, given
+an :class:`Observation`). After a crash or a restart the clients reconnect (a
+``get_state`` of each thread).
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import trio
 import trio.testing
@@ -28,27 +29,57 @@ from ._invariants import (
     How,
     Resolution,
     check_at_rest,
+    check_cancelled_run,
     check_closed,
     check_executions,
+    check_live,
     check_resolutions,
+    check_stopped,
     check_thread,
+    check_views,
     thread_tree,
 )
 from ._probe import Probe, instrument
-from ._processes import LOST, Process, Processes
+from ._processes import CLOSED, LOST, Process, Processes
 from ._scripted_model import ScriptedModel
 from ._simulation import Models, _reruns, _submitted
 
 FAILED = "failed by the state machine"
+Timing = Literal["settled", "deadline"]
+"""When a request starts: at a settled moment (every task blocked), or in the tick of the
+next deadline, racing what wakes then (a tool's sleep ending, a model step, a timer)."""
 MAX_JUMPS = 100_000
 """Deadlines one job may pass (a tool sleeping in a short loop for a long time)."""
 
 
 @dataclass(frozen=True)
+class Observation:
+    """What a machine's own checks (:meth:`AgentStateMachine.check`) are given, after a rule
+    or at the end (``final``: the runtime closed): the committed data (``store``, which
+    every runtime shares), the conversations' threads and their sub-agents' (``threads``,
+    those that exist), what the tools saw (``probe``: every ``execute`` that exited, how,
+    and what its signal said), and the model the runtimes were given (``model``: a
+    function of the request is played by a :class:`ScriptedModel`, whose ``requests``
+    holds every request; a mapping for a :class:`~pai_actors.Pai`). Read it; change
+    nothing."""
+
+    store: Store
+    threads: tuple[str, ...]
+    probe: Probe
+    model: Any
+    final: bool
+
+
+Check = Callable[[Observation], Awaitable[Iterable[str]]]
+"""A machine's own checks: the violations they found in an :class:`Observation`."""
+
+
+@dataclass(frozen=True)
 class WorldConfig:
-    """What a :class:`World` runs: ``agents`` (with ``model``), conversations in ``scope``
-    talking to ``agent``; ``settle_seconds``: the virtual time the end may take to come to
-    rest (and the runtime to close)."""
+    """What a :class:`World` runs: ``agents`` (with ``model``, and ``capabilities``' bindings),
+    conversations in ``scope`` talking to ``agent``; ``settle_seconds``: the virtual time
+    the end may take to come to rest (and the runtime to close); ``check``: the machine's
+    own checks."""
 
     agents: AgentDefinition | Pai
     model: Models
@@ -56,6 +87,8 @@ class WorldConfig:
     agent: str | None
     settle_seconds: float
     max_active_runs: int | None
+    capabilities: Any = None
+    check: Check | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +133,7 @@ class World:
         self.trace: list[str] = []
         self.tasks_before = 0
         self._keys = itertools.count(1)
+        self._started = 0  # requests started so far
         self._nursery: trio.Nursery | None = None
         self._processes: Processes | None = None
 
@@ -133,6 +167,7 @@ class World:
             self.agents,
             model=self.model,
             store=store,
+            capabilities=self.config.capabilities,
             max_active_runs=self.config.max_active_runs,
         )
 
@@ -160,12 +195,26 @@ class World:
         if job is not None:
             await job()
         pending = await self._read_pending()
+        for problem in await check_views(self.store, pending):
+            self.violation(problem)
         for thread_id in await thread_tree(self.store, self.threads):
             for problem in await check_thread(self.store, thread_id, self._seen):
                 self.violation(problem)
         for problem in await check_executions(self.store, self.probe, reruns=self.reruns):
             self.violation(problem)
+        for problem in await check_live(self.store, self.probe):
+            self.violation(problem)
+        await self._check(final=False)
         return await self._report(pending)
+
+    async def _check(self, *, final: bool) -> None:
+        """The machine's own checks."""
+        if self.config.check is None:
+            return
+        threads = tuple(await thread_tree(self.store, self.threads))
+        observation = Observation(self.store, threads, self.probe, self.model, final)
+        for problem in await self.config.check(observation):
+            self.violation(problem)
 
     async def _report(self, pending: tuple[PendingActionView, ...]) -> Report:
         active = frozenset(
@@ -214,13 +263,30 @@ class World:
         call = functools.partial(_send, thread_id=thread_id, text=text, scope=scope, agent=agent)
         self._spawn(f"send {text!r} to {thread_id!r}", call)
 
-    async def submit(self, action: PendingActionView, payload: Any, valid: bool) -> None:
-        ref, alone = action.ref, not self.in_flight
+    async def submit(
+        self,
+        action: PendingActionView,
+        payload: Any,
+        valid: bool,
+        *,
+        racing: bool = False,
+        timing: Timing = "settled",
+    ) -> None:
+        """``racing``: another request races it (it may be refused for what that did)."""
+        ref, settled = action.ref, self._at(timing)
+        alone = settled and not self.in_flight and not racing
         name = f"{'' if valid else 'invalid '}submit {payload!r} to {_named(action)}"
+
+        async def pending() -> bool:
+            listed = await self.store.list_pending_actions(ref.thread_id)
+            return ref.action_id in {a.ref.action_id for a in listed}
 
         async def then(result: Any) -> None:
             self.note(f"{name}: {_shown(result)}")
-            if result.status == "accepted":
+            if result is CLOSED:  # refused by a runtime closing (a restart): not applied
+                if not await pending():
+                    self.violation(f"{name}: refused as the runtime closed, yet applied")
+            elif result.status == "accepted":
                 resolution = Resolution(
                     ref.thread_id, ref.tool_call_id, ref.action_id, "submit", _submitted(payload)
                 )
@@ -230,17 +296,16 @@ class World:
                     f"{name}: a valid answer to a pending action was rejected ({result.error}); "
                     "if answer() gave something its schema refuses, override answer()"
                 )
-            elif not valid and alone:
-                listed = {a.ref.action_id for a in await self.store.list_pending_actions(
-                    ref.thread_id
-                )}  # fmt: skip
-                if ref.action_id not in listed:
-                    self.violation(f"{name}: rejected, yet the action is no longer pending")
+            elif not valid and alone and not await pending():
+                self.violation(f"{name}: rejected, yet the action is no longer pending")
 
-        self._spawn(name, lambda rt: rt.submit_action(ref, payload), then)
+        self._spawn(name, lambda rt: rt.submit_action(ref, payload), then, closed=True)
 
-    async def resolve(self, action: PendingActionView, how: How, detail: str | None) -> None:
-        ref, alone = action.ref, not self.in_flight
+    async def resolve(
+        self, action: PendingActionView, how: How, detail: str | None, *, timing: Timing = "settled"
+    ) -> None:
+        ref, settled = action.ref, self._at(timing)
+        alone = settled and not self.in_flight
         name = f"{how} {_named(action)} ({detail!r})"
 
         async def then(result: Any) -> None:
@@ -274,13 +339,73 @@ class World:
         else:
             self._spawn(name, lambda rt: rt.fail_action(ref, FAILED), then)
 
-    async def cancel_run(self, thread_id: str, reason: str | None) -> None:
+    async def cancel_run(
+        self,
+        thread_id: str,
+        reason: str | None,
+        *,
+        timing: Timing = "settled",
+        submit: tuple[PendingActionView, Any] | None = None,
+    ) -> None:
+        """Cancel the thread's latest run (``timing``: when); ``submit``: an action of it
+        and a valid answer, submitted in the same tick."""
         runs = await self.store.list_runs(thread_id)
         if not runs:
             self.note(f"cancel_run of {thread_id!r}: no run (its send was lost)")
             return
-        run_id = runs[-1].run_id
-        self._spawn(f"cancel_run {run_id!r} ({reason!r})", lambda rt: rt.cancel_run(run_id, reason))
+        run = runs[-1]
+        unfinished: list[str] | None = [
+            c.record.tool_call_id
+            for c in await self.store.list_calls(thread_id)
+            if c.run_id == run.run_id and c.record.phase != "done"
+        ]
+        if not self._at(timing):
+            unfinished = None  # what wakes in its tick may end calls first
+        spared: tuple[str, ...] = ()
+        if submit is not None:  # (no checkpoint until both requests started)
+            await self.submit(submit[0], submit[1], True, racing=True)
+            spared = (submit[0].ref.tool_call_id,)
+        alone, started = len(self.in_flight) <= len(spared), self._started
+        name = f"cancel_run {run.run_id!r} ({reason!r})"
+
+        async def then(result: Any) -> None:
+            self.note(f"{name}: {_shown(result)}")
+            if not alone or self._started != started + 1:
+                return  # another request might have ended the run or its calls
+            for problem in await check_cancelled_run(
+                self.store, self.probe, run, reason, unfinished, spared
+            ):
+                self.violation(problem)
+
+        self._spawn(name, lambda rt: rt.cancel_run(run.run_id, reason), then)
+
+    async def restart(self, racing: Callable[[], Awaitable[None]] | None, checkpoints: int) -> None:
+        """Close the runtime gracefully (a deploy) and open a fresh one on the same data;
+        ``racing`` starts a request, which runs ``checkpoints`` checkpoints before the close
+        begins. Checks what the close left (:func:`check_stopped`)."""
+        processes = self.processes
+        process = processes.live()
+        if process is None:
+            self.note("restart: no runtime")
+            return
+        if racing is not None:
+            await racing()
+            for _ in range(checkpoints):
+                await trio.lowlevel.checkpoint()
+        processes.retire()
+        end = self.clock.current_time() + self.config.settle_seconds
+        if not await self._until(process.closed.is_set, end):
+            seconds = self.config.settle_seconds
+            self.violation(f"runtime {process.number} did not close in {seconds:g} s (a restart)")
+            return
+        processes.cancel_requests(process)
+        await self._settle()
+        if process.crashed:  # during its close: its successor opens as after any crash
+            return
+        threads = await thread_tree(self.store, self.threads)
+        for problem in await check_stopped(self.store, self.probe, threads, process.number):
+            self.violation(problem)
+        processes.open()
 
     async def advance(self, seconds: float) -> None:
         end = self.clock.current_time() + seconds
@@ -302,12 +427,16 @@ class World:
         what: str,
         call: Callable[[AgentRuntime], Awaitable[Any]],
         then: Callable[[Any], Awaitable[None]] | None = None,
+        *,
+        closed: bool = False,
     ) -> None:
-        """Start a client's request: it ends now or in a later rule (once time passed)."""
+        """Start a client's request: it ends now or in a later rule (once time passed).
+        ``then`` is given its answer (and :data:`CLOSED` too, with ``closed``)."""
         assert self._nursery is not None
         key = next(self._keys)
         self.in_flight[key] = what
-        self._nursery.start_soon(self._request_task, key, what, call, then)
+        self._started += 1
+        self._nursery.start_soon(self._request_task, key, what, call, then, closed)
 
     async def _request_task(
         self,
@@ -315,11 +444,14 @@ class World:
         what: str,
         call: Callable[[AgentRuntime], Awaitable[Any]],
         then: Callable[[Any], Awaitable[None]] | None,
+        closed: bool,
     ) -> None:
         try:
             result = await self.processes.request(call)
             if result is LOST:
                 self.note(f"{what}: lost (the runtime crashed or closed)")
+            elif result is CLOSED and not closed:
+                self.note(f"{what}: refused (the runtime was closing)")
             elif then is not None:
                 await then(result)
             else:
@@ -330,6 +462,18 @@ class World:
             del self.in_flight[key]
 
     # -- time ---------------------------------------------------------------------------------
+
+    def _at(self, timing: Timing) -> bool:
+        """Get to the moment ``timing`` names (a ``"deadline"``: jump to it, so that what it
+        wakes runs in the same tick as the request started next): whether that moment is a
+        settled one (there was no deadline ahead to jump to)."""
+        if timing == "settled":
+            return True
+        wait = trio.lowlevel.current_statistics().seconds_to_next_deadline
+        if wait == math.inf:
+            return True
+        self.clock.jump(max(0.0, wait))
+        return False
 
     async def _settle(self) -> None:
         """Until every task is blocked: what can happen without time has happened."""
@@ -377,6 +521,7 @@ class World:
         tasks_now = trio.lowlevel.current_statistics().tasks_living
         for problem in check_closed(self.probe, self.tasks_before, tasks_now):
             self.violation(problem)
+        await self._check(final=True)
         return await self._report(())
 
     async def _rest(self) -> list[str] | None:
@@ -479,6 +624,8 @@ def _named(action: PendingActionView) -> str:
 def _shown(result: Any) -> str:
     if isinstance(result, str):
         return result
+    if result is CLOSED:
+        return "refused: the runtime was closing"
     status = getattr(result, "status", result)
     error = getattr(result, "error", None)
     return f"{status}" + (f" ({error.splitlines()[0][:80]})" if error else "")

@@ -15,11 +15,13 @@ import contextvars
 import dataclasses
 import inspect
 import itertools
+import types
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import outcome
 import trio
 
 from .._tools.agent import AgentDefinition, Pai
@@ -34,7 +36,8 @@ Outcome = Literal["returned", "raised", "cancelled"]
 class Execution:
     """One ``execute`` that exited. ``process``: the runtime it ran in (a simulation's
     first, second, ... after each crash); ``parent``: the execution (its ``key``) of the
-    tool whose child it was, if any."""
+    tool whose child it was, if any; ``cancel_delivered``: whether one of its awaits was
+    resumed with ``trio.Cancelled`` (one aborted after its last checkpoint never is)."""
 
     key: int
     tool: str
@@ -49,6 +52,7 @@ class Execution:
     exit_order: int
     parent: int | None
     process: int
+    cancel_delivered: bool = False  # trio delivered trio.Cancelled into it
 
 
 _current: contextvars.ContextVar[int | None] = contextvars.ContextVar(
@@ -59,9 +63,12 @@ _current: contextvars.ContextVar[int | None] = contextvars.ContextVar(
 @dataclass
 class Probe:
     """What the instrumented tools saw. ``process`` is set by whoever restarts the runtime
-    (the executions after it are counted in the new process)."""
+    (the executions after it are counted in the new process); ``crashed`` holds the
+    processes that crashed (a graceful restart is not a crash); ``live``: the executes
+    running now, child tools' too."""
 
     process: int = 1
+    crashed: set[int] = field(default_factory=set)
     live: dict[int, tuple[str, str]] = field(default_factory=dict)  # key -> (thread, call)
     executions: list[Execution] = field(default_factory=list)
     resumed: Counter[tuple[str, str]] = field(default_factory=Counter)  # (thread, action)
@@ -82,21 +89,20 @@ class Probe:
             if isinstance(ctx.entry, ResumeEntry):
                 action_id = ctx.entry.action.action_id
                 self.resumed[(thread_id, action_id)] += 1
-            if parent is None:
-                self.live[key] = (thread_id, call_id)
+            self.live[key] = (thread_id, call_id)
             entered = trio.current_time()
             outcome: Outcome = "returned"
             token = _current.set(key)
+            delivered = [False]
             try:
                 result = execute(ctx)
-                if inspect.isawaitable(result):
+                if inspect.iscoroutine(result):
+                    result = await _watched(result, ctx.signal, delivered)
+                elif inspect.isawaitable(result):
                     result = await result
                 return result
-            except trio.Cancelled:
-                outcome = "cancelled"
-                raise
-            except BaseException:
-                outcome = "raised"
+            except BaseException as exc:
+                outcome = "cancelled" if _only_cancelled(exc) else "raised"
                 raise
             finally:
                 _current.reset(token)
@@ -117,10 +123,52 @@ class Probe:
                         exit_order=next(self._exits),
                         parent=parent,
                         process=self.process,
+                        cancel_delivered=delivered[0],
                     )
                 )
 
         return probed
+
+
+@types.coroutine
+def _watched(
+    coroutine: Coroutine[Any, Any, Any], signal: Any, delivered: list[bool]
+) -> Generator[Any, Any, Any]:
+    """``await coroutine``, setting ``delivered[0]`` once trio resumes it with the
+    ``trio.Cancelled`` of its call's cancellation: one that is not a deadline's (a
+    ``trio.sleep`` ends by one), once ``signal`` is aborted. Trio sends a task the outcome
+    its innermost await unwraps (an ``outcome.Error`` for an exception), or throws the
+    exception in."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            yielded = coroutine.send(value) if error is None else coroutine.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        value, error = None, None
+        try:
+            value = yield yielded
+        except GeneratorExit:
+            coroutine.close()
+            raise
+        except BaseException as thrown:  # handed on to the coroutine, as await would
+            error = thrown
+        resumed_with = value.error if isinstance(value, outcome.Error) else error
+        if (
+            isinstance(resumed_with, trio.Cancelled)
+            and resumed_with.source != "deadline"
+            and signal.aborted
+        ):
+            delivered[0] = True
+
+
+def _only_cancelled(exc: BaseException) -> bool:
+    """Whether ``exc`` lets a cancellation through: ``trio.Cancelled``, or a group of nothing
+    else (an ``execute`` that runs tasks in a nursery raises its children's as one)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(trio.Cancelled)[1] is None
+    return isinstance(exc, trio.Cancelled)
 
 
 def instrument(agents: AgentDefinition | Pai, probe: Probe) -> AgentDefinition | Pai:

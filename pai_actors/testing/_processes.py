@@ -26,7 +26,10 @@ from ._probe import Probe
 
 LOST = object()
 """What :meth:`Processes.request` returns when there was no runtime to answer, or it
-crashed (or closed) before it answered."""
+crashed (or closed at the end) before it answered."""
+CLOSED = object()
+"""What :meth:`Processes.request` returns when a runtime closing gracefully (a restart)
+raised :class:`~pai_actors.RuntimeClosed`: it refused the request."""
 
 
 class ProcessStore:
@@ -89,8 +92,10 @@ class Processes:
     than by a crash is a violation).
 
     Concurrency contract: used from the tasks of one trio run. A request either answers or
-    returns :data:`LOST` (its runtime crashed or closed under it), never hangs on a runtime
-    that is gone; once :meth:`close` began, a crash opens no successor.
+    returns :data:`LOST` (its runtime crashed or closed under it) or :data:`CLOSED`, never
+    hangs on a runtime that is gone; once :meth:`close` began, a crash opens no successor.
+    A graceful restart (:meth:`retire`, then :meth:`open` once it closed) is driven by the
+    caller.
     """
 
     def __init__(
@@ -142,7 +147,13 @@ class Processes:
             process.requests.add(scope)
             try:
                 return await call(process.runtime)
-            except (StoreError, RuntimeClosed):
+            except RuntimeClosed:
+                if process.crashed or self.closing:
+                    return LOST
+                if process.closing.is_set():
+                    return CLOSED
+                raise
+            except StoreError:
                 if not (process.crashed or self.closing):
                     raise
             finally:
@@ -159,6 +170,16 @@ class Processes:
         """Kill the runtime right after the ``after_commits``-th next commit (``>= 1``)."""
         self._crash_in = after_commits
 
+    def retire(self) -> Process | None:
+        """Ask the current runtime to close gracefully, as a deploy does (it is closed once
+        ``closed`` is set; :meth:`open` its successor then, unless it crashed meanwhile,
+        which opens one): the process, or ``None`` if there is no live runtime."""
+        process = self.live()
+        if process is not None:
+            self._note(f"runtime {process.number} closing (a restart)")
+            process.closing.set()
+        return process
+
     def close(self) -> None:
         """Ask the current runtime to close (it is closed once ``current.closed`` is set);
         disarm any crash."""
@@ -167,10 +188,12 @@ class Processes:
         if self.current is not None:
             self.current.closing.set()
 
-    def cancel_requests(self) -> None:
-        """End the requests still in flight (after the close: they return :data:`LOST`)."""
-        if self.current is not None:
-            for scope in self.current.requests:
+    def cancel_requests(self, process: Process | None = None) -> None:
+        """End the requests still in flight on ``process`` (by default the current one), once
+        it closed: they return :data:`LOST`."""
+        process = self.current if process is None else process
+        if process is not None:
+            for scope in process.requests:
                 scope.cancel()
 
     async def _serve(self, process: Process) -> None:
@@ -202,6 +225,7 @@ class Processes:
             return
         process.crashed = True
         process.store.killed = True
+        self._probe.crashed.add(process.number)
         self._note(f"runtime {process.number} crashed {when}")
         process.scope.cancel()
         for scope in process.requests:

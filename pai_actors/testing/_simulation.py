@@ -19,6 +19,7 @@ would) and the clients reconnect to it, their answers from the lost one unknown.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import hashlib
 import json
@@ -40,6 +41,7 @@ from .._runtime.runtime import DEFAULT_MAX_ACTIVE_RUNS, AgentRuntime
 from .._store.base import Store, Transaction, Write
 from .._store.memory import MemoryStore
 from .._tools.agent import AgentDefinition, Pai
+from ._cluster import NodeStore, SharedMemory, create_node_runtime, keep_node
 from ._invariants import (
     Resolution,
     check_at_rest,
@@ -239,8 +241,14 @@ class Simulation:
         faults: Faults | None = None,
         check_every_step: bool = True,
         max_active_runs: int | None = DEFAULT_MAX_ACTIVE_RUNS,
+        nodes: int = 1,
+        lease: float = 10.0,
     ) -> None:
+        if nodes < 1:
+            raise ValueError(f"Simulation(nodes={nodes!r}): use at least 1")
         self.seed = seed
+        self.nodes = nodes
+        self.lease = lease
         self.workload = workload if workload is not None else Workload()
         self.faults = faults if faults is not None else Faults()
         self.check_every_step = check_every_step
@@ -249,7 +257,10 @@ class Simulation:
         self._reruns = _reruns(agents)
         self._model = _models(model, self)
         self._max_active_runs = max_active_runs
-        self.store = MemoryStore()  # what survives every crash: the committed state
+        # What survives every crash: the committed state (with several nodes, the data they
+        # share, with its leases and requests: ``testing._cluster``).
+        self._shared = SharedMemory() if nodes > 1 else None
+        self.store = MemoryStore() if self._shared is None else self._shared.store
         self._events: list[TraceEvent] = []
         self._seqs: dict[int, int] = {}
         self._violations: list[str] = []
@@ -257,8 +268,8 @@ class Simulation:
         self._injected: list[str] = []
         self._commits = 0
         self._store_rng = random.Random(f"{seed}:store")
-        self._process: _Process | None = None
-        self._ready = trio.Event()
+        self._current: dict[int, _Process] = {}  # node -> its runtime now
+        self._ready = {node: trio.Event() for node in range(nodes)}
         self._processes = 0
         self._crashes = 0
         self._nursery: trio.Nursery | None = None
@@ -293,7 +304,8 @@ class Simulation:
         tasks_before = trio.lowlevel.current_statistics().tasks_living
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            await self._open()
+            for node in range(self.nodes):
+                await self._open(node)
             if self.faults.clock_jumps:
                 nursery.start_soon(self._jump_clock)
             async with trio.open_nursery() as clients:
@@ -315,16 +327,19 @@ class Simulation:
             replay=replay_command(self.seed),
         )
 
-    async def _open(self) -> None:
-        """Open a runtime on the store (the first, or the one after a crash)."""
+    async def _open(self, node: int) -> None:
+        """Open a runtime of ``node`` on the store (the first, or the one after a crash)."""
         assert self._nursery is not None
         self._processes += 1
         self.probe.process = self._processes
-        process = _Process(self._processes, _SimStore(self.store, self))
+        inner: Any = self.store
+        if self._shared is not None:
+            inner = NodeStore(self._shared, f"n{node + 1}", lease=self.lease)
+        process = _Process(self._processes, _SimStore(inner, self), node=node)
         process.store.process = process
         await self._nursery.start(self._serve, process)
-        self._process = process
-        self._ready.set()
+        self._current[node] = process
+        self._ready[node].set()
 
     async def _serve(self, process: _Process, *, task_status: Any) -> None:
         """One runtime's life, in its own cancel scope (a crash cancels it)."""
@@ -332,16 +347,27 @@ class Simulation:
 
         with process.scope:
             try:
-                runtime = create_test_runtime(
-                    self._agents,
-                    model=self._model,
-                    store=cast(Store, process.store),
-                    max_active_runs=self._max_active_runs,
-                )
-                async with runtime as rt:
+                if self._shared is None:
+                    runtime = create_test_runtime(
+                        self._agents,
+                        model=self._model,
+                        store=cast(Store, process.store),
+                        max_active_runs=self._max_active_runs,
+                    )
+                else:  # a node: ids of its own, and what `pai-actors serve` runs beside it
+                    runtime = create_node_runtime(
+                        self._agents,
+                        model=self._model,
+                        store=cast(NodeStore, process.store),
+                        max_active_runs=self._max_active_runs,
+                    )
+                async with runtime as rt, trio.open_nursery() as duties:
+                    if self._shared is not None:
+                        await duties.start(keep_node, rt, process.store.inner)
                     process.runtime = rt
                     task_status.started()
                     await process.closing.wait()
+                    duties.cancel_scope.cancel()
             except Exception:
                 if not process.crashed:
                     raise  # a runtime that fails to close is a bug the simulation found
@@ -353,9 +379,10 @@ class Simulation:
             return
         process.crashed = True
         process.store.die()
+        self.probe.crashed.add(process.number)
         self._crashes += 1
-        self.injected(f"crash after commit {commit} (runtime {process.number})")
-        self._ready = trio.Event()
+        self.injected(f"crash after commit {commit} (runtime {process.number}{process.on})")
+        self._ready[process.node] = trio.Event()
         process.scope.cancel()
         for scope in process.requests:
             scope.cancel()
@@ -364,22 +391,34 @@ class Simulation:
 
     async def _restart(self, process: _Process) -> None:
         await process.closed.wait()
-        await self._open()
-        self.note(0, f"runtime {self._processes} opened the store")
+        await self._open(process.node)
+        self.note(0, f"runtime {self._processes}{process.on} opened the store")
 
-    async def _runtime(self) -> tuple[_Process, AgentRuntime]:
+    async def _runtime(self, node: int = 0) -> tuple[_Process, AgentRuntime]:
         while True:
-            await self._ready.wait()
-            process = self._process
+            await self._ready[node].wait()
+            process = self._current.get(node)
             if process is not None and not process.crashed and process.runtime is not None:
                 return process, process.runtime
 
-    async def request(self, call: Callable[[AgentRuntime], Any], *, blocking: bool = False) -> Any:
+    def _node(self) -> int:
+        """The node a request goes to: drawn by the asking client (a load balancer that
+        knows nothing of the threads), the first node for the simulation's own requests."""
+        rng = _node_choice.get()
+        return 0 if self.nodes == 1 or rng is None else rng.randrange(self.nodes)
+
+    async def request(
+        self,
+        call: Callable[[AgentRuntime], Any],
+        *,
+        blocking: bool = False,
+        node: int | None = None,
+    ) -> Any:
         """``await call(runtime)`` on the current runtime; :data:`LOST` if that runtime
         crashed before it answered (its fate unknown, as over a broken connection).
         ``blocking``: the call waits for the runtime (``wait_idle``, a watch), which a
         crash must interrupt."""
-        process, rt = await self._runtime()
+        process, rt = await self._runtime(self._node() if node is None else node)
         if not blocking:  # it fails fast once its runtime crashed (the store refuses it)
             try:
                 return await call(rt)
@@ -427,6 +466,7 @@ class Simulation:
 
     async def _client(self, number: int) -> None:
         rng = random.Random(f"{self.seed}:client:{number}")
+        _node_choice.set(random.Random(f"{self.seed}:nodes:{number}"))
         thread_id = f"sim-{number}"
         self._thread_ids.append(thread_id)
         client = _Client(self, number, thread_id, rng)
@@ -435,15 +475,21 @@ class Simulation:
     async def _finish(self) -> None:
         """Every client is done: let the runtime settle, check it at rest, close it, and
         check what is stored against what the clients were told and what the tools saw."""
-        process, _rt = await self._runtime()
         threads = await self._all_threads(self._thread_ids)
-        for thread_id in threads:
-            await self.request(functools.partial(_settle, thread_id=thread_id), blocking=True)
+        for node in range(self.nodes):
+            await self._runtime(node)  # (each node up again after its last crash)
+            for thread_id in threads:
+                settle = functools.partial(_settle, thread_id=thread_id)
+                await self.request(settle, blocking=True, node=node)
+        if self.nodes > 1:
+            await self._until_no_run_runs(threads)
         await trio.testing.wait_all_tasks_blocked()
         self._violations.extend(await check_at_rest(self.store, threads, self._checked))
-        process.closing.set()
-        await process.closed.wait()
-        self.note(0, "runtime closed")
+        for node in range(self.nodes):
+            process, _rt = await self._runtime(node)
+            process.closing.set()
+            await process.closed.wait()
+        self.note(0, "runtime closed" if self.nodes == 1 else "every node closed")
         self._thread_ids[:] = threads
         for thread_id in threads:
             active = await self.store.get_active_run(thread_id)
@@ -451,6 +497,19 @@ class Simulation:
                 self.violation(f"thread {thread_id!r}: run {active.run_id!r} running after close")
         self._violations.extend(await check_resolutions(self.store, self._resolutions))
         self._violations.extend(await check_executions(self.store, self.probe, reruns=self._reruns))
+
+    async def _until_no_run_runs(self, threads: Sequence[str]) -> None:
+        """With several nodes, until no thread has a ``running`` run (a node's ``wait_idle``
+        waits for the runs it drives; another node's go on, or are taken over after a
+        lease); a violation if that takes longer than a day of virtual time."""
+        with trio.move_on_after(86_400) as gave_up:
+            while True:
+                runs = [await self.store.get_active_run(t) for t in threads]
+                if not any(run is not None and run.status == "running" for run in runs):
+                    return
+                await trio.sleep(self.lease / 4)
+        if gave_up.cancelled_caught:
+            self.violation("runs still running a virtual day after the clients stopped")
 
     async def _all_threads(self, roots: Sequence[str]) -> list[str]:
         """``roots`` and the sub-agent threads their calls started, at every depth."""
@@ -487,6 +546,11 @@ class Simulation:
 LOST = object()
 """What :meth:`Simulation.request` returns when the runtime crashed under the request."""
 
+_node_choice: contextvars.ContextVar[random.Random | None] = contextvars.ContextVar(
+    "pai_actors_simulation_node_choice", default=None
+)
+"""A client's draws of the node each of its requests goes to (its task's own)."""
+
 
 @dataclass(eq=False)
 class _Process:
@@ -494,6 +558,7 @@ class _Process:
 
     number: int
     store: _SimStore
+    node: int = 0
     runtime: AgentRuntime | None = None
     crashed: bool = False
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
@@ -501,12 +566,19 @@ class _Process:
     closed: trio.Event = field(default_factory=trio.Event)
     requests: dict[trio.CancelScope, None] = field(default_factory=dict)  # (ordered)
 
+    @property
+    def on(self) -> str:
+        """`` on node n<k>`` when the simulation has several nodes (for the trace)."""
+        return (
+            "" if not isinstance(self.store.inner, NodeStore) else f" on {self.store.inner.node_id}"
+        )
+
 
 class _SimStore:
     """A runtime's view of the simulation's store: its commits are numbered, failed or
     crashed as the faults say; once its runtime crashed, everything it asks fails."""
 
-    def __init__(self, inner: MemoryStore, sim: Simulation) -> None:
+    def __init__(self, inner: MemoryStore | NodeStore, sim: Simulation) -> None:
         self._inner = inner
         self._sim = sim
         self.process: _Process | None = None
@@ -519,8 +591,16 @@ class _SimStore:
         if self.process is not None and self.process.crashed:
             raise StoreError("this runtime crashed (simulated): nothing it asks reaches the store")
 
+    @property
+    def inner(self) -> Any:
+        return self._inner
+
     def die(self) -> None:
-        """Its runtime crashed: from now on every read fails too."""
+        """Its runtime crashed: from now on every read fails too (a node's leases are no
+        longer renewed: they run out, and another node takes its threads over)."""
+        kill = getattr(self._inner, "kill", None)
+        if kill is not None:
+            kill()
         self.__dict__.update(
             (name, _refuse)
             for name in list(self.__dict__)
@@ -966,6 +1046,8 @@ def simulate(
     check_every_step: bool = True,
     scheduler_seed: int | None = None,
     max_active_runs: int | None = DEFAULT_MAX_ACTIVE_RUNS,
+    nodes: int = 1,
+    lease: float = 10.0,
 ) -> SimulationResult:
     """Run a :class:`Simulation` in a trio run of its own, under
     ``MockClock(autojump_threshold=0)``, with trio's scheduler seeded (``scheduler_seed``,
@@ -982,6 +1064,8 @@ def simulate(
         faults=faults,
         check_every_step=check_every_step,
         max_active_runs=max_active_runs,
+        nodes=nodes,
+        lease=lease,
     )
     with seeded_scheduler(seed if scheduler_seed is None else scheduler_seed):
         return trio.run(simulation.run, clock=trio.testing.MockClock(autojump_threshold=0))

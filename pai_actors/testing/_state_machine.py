@@ -3,10 +3,11 @@
 A user names their agents, their model and what a conversation sends; Hypothesis draws
 sequences of what clients and the world do to them (start a conversation, send, submit a
 valid or an invalid answer to a pending action, cancel or fail one, resolve one again,
-cancel a run, crash the runtime, let virtual time pass), runs them on the production code
-paths with the real tools, checks the invariants of ``testing._invariants`` after every
-rule and at the end, and shrinks a failure to a short program that can be pasted into a
-test::
+cancel a run, race a submission or the next deadline with a cancellation, restart or crash
+the runtime, let virtual time pass), runs them on the production code paths with the real
+tools, checks the invariants of ``testing._invariants`` (and the subclass's own,
+:meth:`AgentStateMachine.check`) after every rule and at the end, and shrinks a failure to a
+short program that can be pasted into a test::
 
     state = BillingMachine()
     threads_0 = state.start()
@@ -27,13 +28,17 @@ cancellation and sleeps on) stays in flight and ends in a later rule. Trio's gue
 would run trio on the rule's thread instead, but it still waits for I/O in a thread of its
 own and needs a host loop pumped by every rule: more machinery for the same determinism.
 
+A restart closes the runtime gracefully, as a deploy does (its grace periods pass in virtual
+time), checks what it left (nothing running; every unfinished call kept for the next
+runtime), and opens a fresh one on the same data; a request may race the close.
 A crash throws the runtime away as ``SIGKILL`` would (``crash(after_commits=0)``: now;
 ``after_commits=k``: right after its k-th next commit, in the middle of whatever writes
 it): its tasks are cancelled, every later write and read of it fails, its requests in
 flight are lost, and a fresh runtime opens the same :class:`~pai_actors.MemoryStore` data
 and the clients reconnect to it. Aborting one child tool call from outside is not a rule:
 only the parent tool's ``execute`` can (the ``abort_signal`` it passes to
-``ctx.tools.<name>.execute``); a child's abort is exercised by the tools that do it.
+``ctx.tools.<name>.execute``); a child's abort is exercised by the tools that do it (or by a
+rule of the subclass's own that aborts a controller the tools keep: :meth:`act`).
 
 Errors: a broken invariant raises ``AssertionError`` naming the rule and listing the
 violations (the sentences of ``testing._invariants``) and the last events; a rule that
@@ -45,8 +50,8 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, ClassVar
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, ClassVar, Literal
 
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, precondition, rule
@@ -55,7 +60,7 @@ from .._core.pending import PendingActionView
 from .._runtime.runtime import DEFAULT_MAX_ACTIVE_RUNS
 from .._tools.agent import AgentDefinition, Pai
 from ._invariants import How
-from ._machine_world import FAILED, Report, World, WorldConfig
+from ._machine_world import FAILED, Observation, Report, Timing, World, WorldConfig
 from ._simulation import _INVALID, Models, _is_approval, example
 from ._trio_thread import TrioThread
 
@@ -63,6 +68,7 @@ PICKS = st.integers(0, 7)
 """Which pending action (or accepted resolution) a rule takes: its index, modulo their count."""
 REASONS = st.sampled_from([None, "stopped by the test"])
 SECONDS = st.sampled_from([0.5, 1.0, 5.0, 60.0])
+RACING = st.sampled_from([None, "submit", "cancel_run"])
 
 
 class AgentStateMachine(RuleBasedStateMachine):
@@ -83,14 +89,23 @@ class AgentStateMachine(RuleBasedStateMachine):
     their threads' scope; ``conversations``: how many threads may be started (``sm-1``,
     ``sm-2``, ...); ``settle_seconds``: the virtual time the end may take to come to rest
     (and the runtime to close); ``rule_timeout``: the real seconds a rule may take;
-    ``scheduler_seed``: trio's scheduling order; ``crashes = False`` leaves crashes out.
+    ``scheduler_seed``: trio's scheduling order; ``crashes = False`` leaves crashes out;
+    ``restarts = True`` adds graceful restarts (:meth:`restart`), ``races = True`` the
+    rules that race a request with another or with the next deadline
+    (:meth:`submit_and_cancel_run`, :meth:`at_next_deadline`): both are off by default,
+    since every rule more makes a bug that needs a given few in order take more sequences
+    to find; ``capabilities``: the capabilities' bindings, as
+    :func:`~pai_actors.testing.create_test_runtime` takes them.
 
     The rules (their arguments are plain values, so a failure prints as a program): every
     sequence begins with :meth:`start`; then :meth:`start_another`, :meth:`send`,
     :meth:`submit`, :meth:`submit_invalid`, :meth:`cancel_action`, :meth:`fail_action`,
-    :meth:`resolve_again`, :meth:`cancel_run`, :meth:`advance_time` and :meth:`crash`, each
-    only when it can act (a pending action to answer, a run to cancel, a deadline ahead).
-    Hooks: :meth:`answer` (a valid answer to an action) and :meth:`invalid_answer`. After
+    :meth:`resolve_again`, :meth:`cancel_run`, :meth:`advance_time` and :meth:`crash` (and,
+    when asked for, :meth:`submit_and_cancel_run`, :meth:`at_next_deadline` and
+    :meth:`restart`), each only when it can act (a pending action to answer, a run to
+    cancel, a deadline ahead).
+    Hooks: :meth:`answer` (a valid answer to an action), :meth:`invalid_answer`,
+    :meth:`check` (invariants of your own) and :meth:`act` (for rules of your own). After
     every rule the runtime is at rest for the moment (every task blocked) and the parts,
     records, open actions and executions are checked; at the end (:meth:`teardown`) time
     passes until every run is idle, and the machine checks it at rest, closes the runtime
@@ -115,9 +130,22 @@ class AgentStateMachine(RuleBasedStateMachine):
     rule_timeout: ClassVar[float] = 60.0
     scheduler_seed: ClassVar[int] = 0
     crashes: ClassVar[bool] = True
+    restarts: ClassVar[bool] = False
+    races: ClassVar[bool] = False
+    capabilities: ClassVar[Any] = None
     max_active_runs: ClassVar[int | None] = DEFAULT_MAX_ACTIVE_RUNS
 
     threads: ClassVar[Bundle[str]] = Bundle("threads")
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Make rules of the optional methods a subclass asks for (``races``, ``restarts``):
+        a rule that is defined but disabled by its precondition would still change what
+        Hypothesis draws for every machine."""
+        super().__init_subclass__(**kwargs)
+        for name, (switch, as_rule, can_act) in _OPTIONAL_RULES.items():
+            if getattr(cls, switch):
+                made = as_rule(getattr(AgentStateMachine, name))
+                setattr(cls, name, made if can_act is None else precondition(can_act)(made))
 
     def __init__(self) -> None:
         super().__init__()
@@ -138,6 +166,8 @@ class AgentStateMachine(RuleBasedStateMachine):
                 agent=cls.agent,
                 settle_seconds=cls.settle_seconds,
                 max_active_runs=cls.max_active_runs,
+                capabilities=cls.capabilities,
+                check=self.check,
             )
         )
         self._sent: dict[str, int] = {}
@@ -169,6 +199,22 @@ class AgentStateMachine(RuleBasedStateMachine):
         """An answer ``action``'s schema refuses (a schema that takes anything accepts it:
         then it counts as a submission)."""
         return dict(_INVALID)
+
+    async def check(self, observed: Observation) -> Iterable[str]:
+        """Invariants of your own: the violations found in ``observed`` (none by default),
+        after every rule and at the end (``observed.final``, once the runtime closed), as
+        sentences naming what was seen. It runs in the machine's trio run: read the store
+        (``observed.store``, the committed data), what the tools saw (``observed.probe``)
+        and the model's requests (``observed.model``); change nothing."""
+        return ()
+
+    def act(self, rule: str, job: Callable[[], Awaitable[None]] | None = None) -> None:
+        """For rules of your own (a method decorated with Hypothesis's ``@rule``): run
+        ``await job()`` in the machine's trio run (it starts what it does and returns; it
+        must not wait for virtual time), let everything that can happen without time
+        happen, and check the invariants; ``rule`` names it in a failure, as
+        ``"abort(pick=0)"``."""
+        self._step(rule, job)
 
     # -- rules --------------------------------------------------------------------------------
 
@@ -241,6 +287,43 @@ class AgentStateMachine(RuleBasedStateMachine):
         job = functools.partial(self._world.cancel_run, thread, reason)
         self._step(f"cancel_run(thread={thread!r}, reason={reason!r})", job)
 
+    def submit_and_cancel_run(self, pick: int, variant: int, reason: str | None) -> None:
+        """(A rule with ``races = True``.) Submit a valid answer to pending action ``pick``
+        and cancel its run in the same tick (a user approves as another presses stop): the
+        run ends cancelled, the answer accepted (its call then cancelled, or done first) or
+        rejected."""
+        action = self._pick(pick)
+        submitted = (action, self.answer(action, variant))
+        job = functools.partial(
+            self._world.cancel_run, action.ref.thread_id, reason, submit=submitted
+        )
+        self._step(
+            f"submit_and_cancel_run(pick={pick!r}, variant={variant!r}, reason={reason!r})", job
+        )
+
+    def at_next_deadline(
+        self, act: Literal["submit", "cancel_action", "cancel_run"], pick: int, reason: str | None
+    ) -> None:
+        """(A rule with ``races = True``.) Let time pass to the next deadline and, in that
+        same tick, racing what wakes then (a tool's sleep ending, a model step, a timer):
+        submit a valid answer to pending action ``pick``, cancel it with ``reason``, or
+        cancel the run of active conversation ``pick`` (modulo their count) with
+        ``reason``."""
+        deadline: Timing = "deadline"
+        name = f"at_next_deadline(act={act!r}, pick={pick!r}, reason={reason!r})"
+        job: Callable[[], Awaitable[None]] | None = None
+        if act == "cancel_run" and self._active:
+            thread = sorted(self._active)[pick % len(self._active)]
+            job = functools.partial(self._world.cancel_run, thread, reason, timing=deadline)
+        elif act == "submit" and self._pending:
+            action = self._pick(pick)
+            payload = self.answer(action, 0)
+            job = functools.partial(self._world.submit, action, payload, True, timing=deadline)
+        elif act == "cancel_action" and self._pending:
+            action = self._pick(pick)
+            job = functools.partial(self._world.resolve, action, "cancel", reason, timing=deadline)
+        self._step(name, job)
+
     @precondition(lambda self: self._timers)
     @rule(seconds=SECONDS)
     def advance_time(self, seconds: float) -> None:
@@ -248,6 +331,25 @@ class AgentStateMachine(RuleBasedStateMachine):
         self._step(
             f"advance_time(seconds={seconds!r})", functools.partial(self._world.advance, seconds)
         )
+
+    def restart(
+        self, racing: Literal["submit", "cancel_run"] | None, pick: int, checkpoints: int
+    ) -> None:
+        """(A rule with ``restarts = True``.) Close the runtime gracefully (a deploy) and open
+        a fresh one on the same data; the clients reconnect. ``racing``: a submission to
+        pending action ``pick`` (or a ``cancel_run`` of conversation ``pick``'s latest run)
+        starts first and runs ``checkpoints`` trio checkpoints before the close begins: it
+        is applied, or refused (:class:`~pai_actors.RuntimeClosed`) and then leaves nothing
+        of it behind."""
+        start: Callable[[], Awaitable[None]] | None = None
+        if racing == "submit" and self._pending:
+            action = self._pick(pick)
+            start = functools.partial(self._world.submit, action, self.answer(action, 0), True)
+        elif racing == "cancel_run" and self._sent:
+            thread = sorted(self._sent)[pick % len(self._sent)]
+            start = functools.partial(self._world.cancel_run, thread, None)
+        job = functools.partial(self._world.restart, start, checkpoints)
+        self._step(f"restart(racing={racing!r}, pick={pick!r}, checkpoints={checkpoints!r})", job)
 
     @precondition(lambda self: self.crashes)
     @rule(after_commits=st.integers(0, 3))
@@ -302,3 +404,31 @@ class AgentStateMachine(RuleBasedStateMachine):
             + "\nthe last events (virtual seconds):\n"
             + "\n".join(trace)
         ) from report.error
+
+
+_OPTIONAL_RULES: dict[
+    str,
+    tuple[str, Callable[[Callable[..., None]], Callable[..., None]], Callable[[Any], bool] | None],
+] = {
+    # method: (the switch that asks for it, the decorator that makes a rule of it, when it
+    # can act); the decorators wrap the method, which stays a plain one on AgentStateMachine
+    "submit_and_cancel_run": (
+        "races",
+        rule(pick=PICKS, variant=st.integers(0, 3), reason=REASONS),
+        lambda self: bool(self._pending),
+    ),
+    "at_next_deadline": (
+        "races",
+        rule(
+            act=st.sampled_from(("submit", "cancel_action", "cancel_run")),
+            pick=PICKS,
+            reason=REASONS,
+        ),
+        lambda self: self._timers and (bool(self._pending) or bool(self._active)),
+    ),
+    "restart": (
+        "restarts",
+        rule(racing=RACING, pick=PICKS, checkpoints=st.integers(0, 3)),
+        None,
+    ),
+}

@@ -13,6 +13,7 @@ from typing import Any
 
 import outcome
 import trio
+import trio.testing
 
 from ._simulation import seeded_scheduler
 
@@ -69,6 +70,10 @@ class TrioThread:
         send, receive = trio.open_memory_channel[Job](math.inf)
         self._jobs = send
         self._token = trio.lowlevel.current_trio_token()
+        # What the host started (a runtime opening) comes to rest before the first job can
+        # arrive: else that job's arrival, in real time, would change which tasks share a
+        # batch, and so the scheduler's draws, and the replay would differ.
+        await trio.testing.wait_all_tasks_blocked()
         self._started.set()
         async with receive:
             async for job, reply in receive:
