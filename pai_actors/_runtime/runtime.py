@@ -1065,12 +1065,16 @@ class AgentRuntime:
         return await self._read_state(thread_id)
 
     async def _read_state(self, thread_id: str) -> ThreadState:
+        # The runs first: two reads are two snapshots when another node writes the thread,
+        # and a run's status is written after (or with) the messages it settles, so a state
+        # read this way never shows a run ended without the message that ended it.
+        runs = tuple(run.state for run in await self._store.list_runs(thread_id))
         messages = await self._store.list_messages(thread_id)
         return ThreadState(
             thread_id=thread_id,
             # A copy: the application may change what it gets, never what the store holds.
             messages=tuple(message.model_copy(deep=True) for message in messages),
-            runs=tuple(run.state for run in await self._store.list_runs(thread_id)),
+            runs=runs,
         )
 
     async def cancel_run(self, run_id: str, reason: str | None = None) -> RunState:
