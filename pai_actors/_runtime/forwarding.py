@@ -171,4 +171,7 @@ def raise_error(answer: Answer) -> None:
     """Raise, on the asking node, the error an answer carries (as a :class:`PaiError`
     naming the owner's error type), if it carries one."""
     if "error" in answer:
-        raise PaiError(f"{answer['error']} (raised by the node that owns the thread)")
+        raise PaiError(
+            f"{answer['error']} ({answer.get('type', 'an error')} raised by the node that owns "
+            "the thread)"
+        )
