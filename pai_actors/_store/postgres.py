@@ -59,14 +59,7 @@ from .._core.records import (
     UploadedFile,
 )
 from .base import (
-    AppendMessage,
     ClosingStore,
-    CreateThread,
-    PutCall,
-    PutRun,
-    PutToolPart,
-    ReplaceMessage,
-    SaveFile,
     Transaction,
     Write,
     expiring_actions,
@@ -81,6 +74,7 @@ from .postgres_connection import (
     parse_conninfo,
     require_psycopg,
 )
+from .postgres_group import Commit, pipelining, stopped, thread_ids, write_pipelined
 from .postgres_owners import CHANGES, OWNERS_TABLE, Owners, orphaned_threads
 from .postgres_pool import Connections
 from .postgres_requests import (
@@ -180,13 +174,14 @@ class PostgresStore(ClosingStore):
         self._writer: Connection | None = writer
         self._writer_in_use = False  # a group is being written on it
         self._writer_lock = trio.Lock()  # held while a group is written (or a thread loaded)
-        self._batch: list[_Commit] | None = None  # the group commit being gathered
+        self._batch: list[Commit] | None = None  # the group commit being gathered
         self._mirror = Mirror() if mirror else None
         self._owners = owners
         if owners is not None and self._mirror is not None:
             owners.on_lost(self._mirror.forget)  # only the owner caches a thread
         self._writing: frozenset[str] = frozenset()  # the threads the group in flight writes
         self._closed = False
+        self._pipelining = pipelining()
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.name!r})"
@@ -228,7 +223,7 @@ class PostgresStore(ClosingStore):
         """
         self._check_open()
         await trio.lowlevel.checkpoint_if_cancelled()
-        mine = _Commit(writes)
+        mine = Commit(writes)
         group = self._batch
         if group is not None:  # a leader is gathering: join it
             group.append(mine)
@@ -246,52 +241,26 @@ class PostgresStore(ClosingStore):
         if mine.error is not None:
             raise mine.error
 
-    async def _write(self, group: list[_Commit]) -> None:
-        """Write a group in one transaction, each commit under its own savepoint."""
+    async def _write(self, group: list[Commit]) -> None:
+        """Write a group in one transaction: pipelined (``_store.postgres_group``), or, when
+        that finds a commit refused, carefully (:meth:`_write_carefully`)."""
         self._writer_in_use = True
         if self._mirror is not None:
-            self._writing = frozenset(_thread_ids(group))
+            self._writing = frozenset(thread_ids(group))
         committing = False
         db: Connection | None = None
         try:
             try:
                 db = await self._writer_connection()
-                try:
-                    await db.execute("BEGIN")
-                except ConnectionFailed:  # it died idle (see Connections.fetch): nothing was sent
-                    db = await self._writer_connection()
-                    await db.execute("BEGIN")
-                alone = len(group) == 1  # no savepoint needed: a conflict refuses it all
-                renewed = None  # (the group's held leases renewed in one statement)
-                if self._owners is not None and not alone:
-                    renewed = await self._owners.renew_held(db, _thread_ids(group))
-                for commit in group:
-                    if not alone:
-                        await db.execute("SAVEPOINT one_commit")
+                written = False
+                if self._pipelining:  # the fast way first (_store.postgres_group)
                     try:
-                        if self._owners is not None:
-                            commit.claimed = await self._claim(db, commit, alone, renewed)
-                        await apply_writes(
-                            db,
-                            commit.writes,
-                            undo="ROLLBACK" if alone else "ROLLBACK TO SAVEPOINT one_commit",
-                        )
-                        if self._owners is not None:
-                            commit.released = await self._owners.release(
-                                db, commit.claimed, _stopped(commit)
-                            )
-                    except StoreError as exc:
-                        commit.error = exc
-                    except ServerError as exc:
-                        commit.error = StoreError(
-                            f"PostgreSQL refused a commit to {self.name!r}: {exc}"
-                        )
-                    if not alone:
-                        await db.execute("RELEASE SAVEPOINT one_commit")
+                        written = await write_pipelined(db, group, self._owners)
+                    except ConnectionFailed:  # no COMMIT was sent: nothing of it was written
+                        db = await self._writer_connection()
+                if not written:
+                    db = await self._write_carefully(db, group)
                 if db.in_transaction:
-                    if self._owners is not None:  # the other nodes learn it at COMMIT
-                        written = [c for c in group if c.error is None]
-                        await self._owners.announce(db, _thread_ids(written))
                     committing = True
                     await db.execute("COMMIT")
                 self._mirror_commits(group)
@@ -323,15 +292,53 @@ class PostgresStore(ClosingStore):
                 if commit.waiting is not None:
                     trio.lowlevel.reschedule(commit.waiting)
 
+    async def _write_carefully(self, db: Connection, group: list[Commit]) -> Connection:
+        """Write ``group`` a statement at a time, each commit under its own savepoint: a
+        refused commit is rolled back alone, and looked into to say why. The connection it
+        wrote on, still in the transaction if a commit is to be written."""
+        try:
+            await db.execute("BEGIN")
+        except ConnectionFailed:  # it died idle (see Connections.fetch): nothing was sent
+            db = await self._writer_connection()
+            await db.execute("BEGIN")
+        alone = len(group) == 1  # no savepoint needed: a conflict refuses it all
+        renewed = None  # (the group's held leases renewed in one statement)
+        if self._owners is not None and not alone:
+            renewed = await self._owners.renew_held(db, thread_ids(group))
+        for commit in group:
+            if not alone:
+                await db.execute("SAVEPOINT one_commit")
+            try:
+                if self._owners is not None:
+                    commit.claimed = await self._claim(db, commit, alone, renewed)
+                await apply_writes(
+                    db,
+                    commit.writes,
+                    undo="ROLLBACK" if alone else "ROLLBACK TO SAVEPOINT one_commit",
+                )
+                if self._owners is not None:
+                    commit.released = await self._owners.release(
+                        db, commit.claimed, stopped(commit)
+                    )
+            except StoreError as exc:
+                commit.error = exc
+            except ServerError as exc:
+                commit.error = StoreError(f"PostgreSQL refused a commit to {self.name!r}: {exc}")
+            if not alone:
+                await db.execute("RELEASE SAVEPOINT one_commit")
+        if db.in_transaction and self._owners is not None:  # the other nodes learn it at COMMIT
+            await self._owners.announce(db, thread_ids([c for c in group if c.error is None]))
+        return db
+
     async def _claim(
-        self, db: Connection, commit: _Commit, alone: bool, renewed: set[str] | None
+        self, db: Connection, commit: Commit, alone: bool, renewed: set[str] | None
     ) -> dict[str, int]:
         """The leases of the threads ``commit`` writes, renewed or taken in its transaction
         (``_store.postgres_owners``); refused (rolled back to its savepoint) when another node
         owns one, or this node lost one."""
         assert self._owners is not None
         try:
-            return await self._owners.claim(db, _thread_ids([commit]), renewed)
+            return await self._owners.claim(db, thread_ids([commit]), renewed)
         except StoreError:
             await db.execute("ROLLBACK" if alone else "ROLLBACK TO SAVEPOINT one_commit")
             raise
@@ -513,7 +520,7 @@ class PostgresStore(ClosingStore):
             )
         return StoreError(f"PostgreSQL refused a commit to {self.name!r}: {exc}")
 
-    def _mirror_commits(self, group: list[_Commit]) -> None:
+    def _mirror_commits(self, group: list[Commit]) -> None:
         """Apply to the mirror the commits of ``group`` PostgreSQL applied. A mirror that
         cannot take one is dropped, never trusted, and the commits stand: they are written."""
         mirror = self._mirror
@@ -719,50 +726,6 @@ def _load(model: type[R], text: str) -> R:
 
 def _loaded(model: type[R], rows: list[Row]) -> list[R]:
     return [_load(model, row[0]) for row in rows]
-
-
-def _stopped(commit: _Commit) -> Iterable[str]:
-    """The threads ``commit`` leaves with no running run: those whose run it records
-    waiting or ended, and those it creates without starting a run."""
-    running = {
-        write.stored.thread_id
-        for write in commit.writes
-        if isinstance(write, PutRun) and write.stored.status == "running"
-    }
-    for write in commit.writes:
-        if isinstance(write, PutRun) and write.stored.status != "running":
-            yield write.run.thread_id
-        elif isinstance(write, CreateThread) and write.thread.thread_id not in running:
-            yield write.thread.thread_id
-
-
-def _thread_ids(group: list[_Commit]) -> Iterable[str]:
-    """The threads the writes of ``group`` change."""
-    for commit in group:
-        for write in commit.writes:
-            if isinstance(write, CreateThread):
-                yield write.thread.thread_id
-            elif isinstance(write, AppendMessage | ReplaceMessage | PutToolPart):
-                yield write.thread_id
-            elif isinstance(write, PutRun):
-                yield write.run.thread_id
-            elif isinstance(write, PutCall):
-                yield write.call.thread_id
-            else:
-                assert isinstance(write, SaveFile)  # files are not mirrored
-
-
-class _Commit:
-    """One writer's batch in a group commit, and what became of it."""
-
-    __slots__ = ("claimed", "error", "released", "waiting", "writes")
-
-    def __init__(self, writes: Sequence[Write]) -> None:
-        self.writes = writes
-        self.claimed: dict[str, int] = {}  # the leases its transaction renewed or took
-        self.released: list[str] = []  # and those it gave up (their runs stopped)
-        self.error: BaseException | None = None
-        self.waiting: trio.lowlevel.Task | None = None  # a joiner, parked until written
 
 
 def _not_now(_: object) -> trio.lowlevel.Abort:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any, TypeAlias
 
@@ -48,6 +48,9 @@ Param: TypeAlias = str | int | bool | bytes | None
 """A statement parameter (``$1``, ``$2``, ...)."""
 
 Row: TypeAlias = tuple[Any, ...]
+
+Statement: TypeAlias = tuple[str, Sequence[Param]]
+"""A statement's SQL and its parameters."""
 
 
 def require_psycopg() -> None:
@@ -205,6 +208,77 @@ class Connection:
             self.pgconn.send_query_prepared, name, values, formats, pq.Format.BINARY
         )
 
+    async def pipeline(self, statements: Sequence[Statement]) -> list[PGresult]:
+        """Run ``statements`` in libpq's pipeline mode: all sent at once, then their
+        results, in one round trip (each prepared on this connection the first time it runs
+        here, in the same pipeline). Each statement's last result, in order: once one fails
+        (``FATAL_ERROR``), those after it are not run (``PIPELINE_ABORTED``). Inside an
+        explicit transaction, a failure aborts it: the caller rolls it back.
+
+        It reads while it sends, so the server never waits on a full socket for this
+        connection to read its results. Cancellable as every call is (the connection is
+        then broken); libpq must have pipeline mode (14 or later:
+        ``psycopg.capabilities.has_pipeline()``)."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if self.broken:
+            raise ConnectionFailed("the connection was abandoned by an interrupted statement")
+        pgconn = self.pgconn
+        preparing: dict[str, bytes] = {}  # SQL -> the name this pipeline prepares it as
+        prepares: list[tuple[int, str]] = []  # (position of the prepare in the results, SQL)
+        queries: list[int] = []  # the position of each statement's results
+        try:
+            pgconn.enter_pipeline_mode()
+            for sql, params in statements:
+                values, types, formats = _encoded(params)
+                name = self.statements.get(sql) or preparing.get(sql)
+                if name is None:
+                    name = preparing[sql] = f"pai_{len(self.statements) + len(preparing)}".encode()
+                    pgconn.send_prepare(name, sql.encode(), types)
+                    prepares.append((len(queries) + len(prepares), sql))
+                pgconn.send_query_prepared(name, values, formats, pq.Format.BINARY)
+                queries.append(len(queries) + len(prepares))
+            pgconn.pipeline_sync()
+            while pgconn.flush():  # the rest, as the socket takes it
+                await _readable_or_writable(pgconn.socket)
+                pgconn.consume_input()  # (what the server answered meanwhile)
+            results: list[PGresult] = []
+            for _ in range(len(queries) + len(prepares)):
+                results.append(await self._next_results())
+            while pgconn.is_busy():  # the Sync's own result ends the pipeline
+                await trio.lowlevel.wait_readable(pgconn.socket)
+                pgconn.consume_input()
+            end = pgconn.get_result()
+            if end is None or end.status != pq.ExecStatus.PIPELINE_SYNC:
+                raise ConnectionFailed("the server's answers to a pipeline ended out of step")
+            pgconn.exit_pipeline_mode()
+        except psycopg.Error as exc:  # libpq lost the connection
+            self._abandon()
+            raise ConnectionFailed(pgconn.get_error_message()) from exc
+        except BaseException:  # cancelled or interrupted with the pipeline in flight
+            self._abandon()
+            raise
+        for position, sql in prepares:  # (a prepare the pipeline did not run is not kept)
+            if results[position].status == pq.ExecStatus.COMMAND_OK:
+                self.statements[sql] = preparing[sql]
+        return [results[position] for position in queries]
+
+    async def _next_results(self) -> PGresult:
+        """In a pipeline, the next command's results (its last one), up to the end of them."""
+        pgconn = self.pgconn
+        last: PGresult | None = None
+        while True:
+            while pgconn.is_busy():
+                await trio.lowlevel.wait_readable(pgconn.socket)
+                pgconn.consume_input()
+            result = pgconn.get_result()
+            if result is None:
+                break
+            if last is None or last.status != pq.ExecStatus.FATAL_ERROR:
+                last = result
+        if last is None or pgconn.status == pq.ConnStatus.BAD:
+            raise ConnectionFailed(pgconn.get_error_message() or "the server closed the connection")
+        return last
+
     async def _round_trip(self, send: Callable[..., None], *args: Any) -> list[PGresult]:
         """``send(*args)``, then the results, waiting on the socket in between."""
         pgconn = self.pgconn
@@ -237,6 +311,18 @@ class Connection:
         trio.lowlevel.start_thread_soon(
             partial(_cancel_and_close, self.pgconn), _nothing, name="pai_actors postgres cancel"
         )
+
+
+async def _readable_or_writable(socket: int) -> None:
+    """Wait until ``socket`` can be read or written, whichever comes first."""
+    async with trio.open_nursery() as nursery:
+
+        async def wait(ready: Callable[[int], Awaitable[None]]) -> None:
+            await ready(socket)
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(wait, trio.lowlevel.wait_readable)
+        nursery.start_soon(wait, trio.lowlevel.wait_writable)
 
 
 def _cancel_and_close(pgconn: PGconn) -> None:

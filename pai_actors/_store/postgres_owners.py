@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from .._core.errors import ThreadOwnedElsewhere
-from .postgres_connection import Param, Row
+from .postgres_connection import Param, Row, Statement
 
 
 class Fetcher(Protocol):
@@ -120,6 +120,14 @@ _GIVE_UP = (
     " FROM json_to_recordset($2::text::json) AS h (thread_id text, epoch bigint)"
     " WHERE o.thread_id = h.thread_id AND o.node_id = $1 AND o.epoch = h.epoch"
     " RETURNING o.thread_id"
+)
+# In a group written in one pipeline: give up leases this node renewed or took earlier in
+# the same transaction (their rows are locked by it: they are this node's at those epochs).
+_GIVE_UP_TAKEN = (
+    "UPDATE pai_thread_owners SET expires_at = '-infinity'"
+    " WHERE node_id = $1"
+    " AND thread_id IN (SELECT value FROM json_array_elements_text($2::text::json))"
+    " RETURNING thread_id"
 )
 # Tell the other nodes which threads a commit changed (delivered when it commits).
 CHANGES = "pai_threads"
@@ -247,6 +255,38 @@ class Owners:
             self.held.pop(thread_id, None)
             for callback in self._lost:
                 callback(thread_id)
+
+    # A group commit written in one pipeline (``_store.postgres_group``) sends these
+    # statements without reading their rows in between, and checks the rows afterwards: what
+    # :meth:`renew_held`, :meth:`claim`, :meth:`release` and :meth:`announce` run, when
+    # every claim succeeds.
+
+    def held_of(self, thread_ids: Iterable[str]) -> dict[str, int] | None:
+        """The leases held of ``thread_ids`` (thread -> epoch); ``None`` if one is fenced."""
+        held = {}
+        for thread_id in thread_ids:
+            if thread_id in self.fenced:
+                return None
+            if thread_id in self.held:
+                held[thread_id] = self.held[thread_id]
+        return held
+
+    def renew_statement(self, held: dict[str, int]) -> Statement:
+        """Renew ``held`` (rows: the threads renewed, each of them if none was lost)."""
+        return _RENEW_WRITTEN, (self.node_id, self._lease_ms, _pairs(held))
+
+    def take_statement(self, thread_ids: list[str]) -> Statement:
+        """Take ``thread_ids`` (rows: thread, epoch, for each one taken)."""
+        return _TAKE, (self.node_id, self._lease_ms, json.dumps(thread_ids))
+
+    def give_up_statement(self, thread_ids: list[str]) -> Statement:
+        """Give up ``thread_ids``, renewed or taken before in the same transaction."""
+        return _GIVE_UP_TAKEN, (self.node_id, json.dumps(thread_ids))
+
+    @staticmethod
+    def announce_statement(thread_ids: Iterable[str]) -> Statement:
+        """:meth:`announce`'s statement."""
+        return _NOTIFY, (json.dumps(sorted(set(thread_ids))),)
 
     async def announce(self, db: Fetcher, thread_ids: Iterable[str]) -> None:
         """Inside a commit's transaction: tell the other nodes (``LISTEN pai_threads``) that

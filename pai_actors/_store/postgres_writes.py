@@ -36,7 +36,7 @@ from .base import (
     check_revision,
     open_actions,
 )
-from .postgres_connection import Connection, ServerError
+from .postgres_connection import Connection, Param, ServerError, Statement
 from .sqlite_writes import _message_json, _part_rows, instant_us
 
 _NeedThread: TypeAlias = Callable[[str, str], Awaitable[None]]
@@ -50,7 +50,8 @@ async def apply_writes(db: Connection, writes: Sequence[Write], *, undo: str) ->
     caller reports it)."""
     for write in writes:
         try:
-            applied = await _write_one(db, write)
+            sql, params = statement(write)
+            applied = bool(await db.execute(sql, *params))
         except ServerError as exc:
             await db.execute(undo)  # the transaction is aborted: look once it is not
             if exc.integrity:  # another process's transaction raced this one
@@ -67,146 +68,133 @@ async def apply_writes(db: Connection, writes: Sequence[Write], *, undo: str) ->
             )
 
 
-async def _write_one(db: Connection, write: Write) -> bool:
-    """Write one ``write``; ``False`` if its statement wrote no row (it is refused)."""
+def statement(write: Write) -> Statement:
+    """The one statement that applies ``write``; it writes no row when the write is refused
+    (:func:`apply_writes` then looks into why)."""
     if isinstance(write, PutCall):  # the most frequent write first
         call, stored = write.call, write.stored
         text = stored.model_dump_json()
         is_open = bool(open_actions(stored))
         expires_us = instant_us(stored.record.expires_at)
         if call.revision == 0:
-            return bool(
-                await db.execute(
-                    "INSERT INTO calls (thread_id, tool_call_id, revision, open, json, expires_us)"
-                    " SELECT $1, $2, $3, $4, $5, $6::bigint WHERE EXISTS"
-                    " (SELECT 1 FROM threads WHERE thread_id = $1) ON CONFLICT DO NOTHING",
-                    call.thread_id,
-                    call.tool_call_id,
-                    stored.revision,
-                    is_open,
-                    text,
-                    expires_us,
-                )
-            )
-        return bool(
-            await db.execute(
-                "UPDATE calls SET revision = $1, open = $2, json = $3, expires_us = $4::bigint"
-                " WHERE thread_id = $5 AND tool_call_id = $6 AND revision = $7",
+            return _sql(
+                "INSERT INTO calls (thread_id, tool_call_id, revision, open, json, expires_us)"
+                " SELECT $1, $2, $3, $4, $5, $6::bigint WHERE EXISTS"
+                " (SELECT 1 FROM threads WHERE thread_id = $1) ON CONFLICT DO NOTHING",
+                call.thread_id,
+                call.tool_call_id,
                 stored.revision,
                 is_open,
                 text,
                 expires_us,
-                call.thread_id,
-                call.tool_call_id,
-                call.revision,
             )
+        return _sql(
+            "UPDATE calls SET revision = $1, open = $2, json = $3, expires_us = $4::bigint"
+            " WHERE thread_id = $5 AND tool_call_id = $6 AND revision = $7",
+            stored.revision,
+            is_open,
+            text,
+            expires_us,
+            call.thread_id,
+            call.tool_call_id,
+            call.revision,
         )
     if isinstance(write, PutToolPart):
-        return bool(
-            await db.execute(
-                "INSERT INTO parts (thread_id, message_id, key, position, json)"
-                " SELECT $1, $2, $3, (SELECT coalesce(max(position), -1) + 1 FROM parts"
-                " WHERE thread_id = $1 AND message_id = $2), $4"
-                " WHERE EXISTS (SELECT 1 FROM messages WHERE thread_id = $1 AND message_id = $2)"
-                " ON CONFLICT (thread_id, message_id, key) DO UPDATE SET json = excluded.json",
-                write.thread_id,
-                write.message_id,
-                write.part.tool_call_id,
-                json.dumps(write.part.to_wire()),
-            )
+        return _sql(
+            "INSERT INTO parts (thread_id, message_id, key, position, json)"
+            " SELECT $1, $2, $3, (SELECT coalesce(max(position), -1) + 1 FROM parts"
+            " WHERE thread_id = $1 AND message_id = $2), $4"
+            " WHERE EXISTS (SELECT 1 FROM messages WHERE thread_id = $1 AND message_id = $2)"
+            " ON CONFLICT (thread_id, message_id, key) DO UPDATE SET json = excluded.json",
+            write.thread_id,
+            write.message_id,
+            write.part.tool_call_id,
+            json.dumps(write.part.to_wire()),
         )
     if isinstance(write, CreateThread):
         record = write.thread
-        return bool(
-            await db.execute(
-                "INSERT INTO threads (thread_id, scope_key, json) VALUES ($1, $2, $3)"
-                " ON CONFLICT DO NOTHING",
-                record.thread_id,
-                record.scope_key,
-                record.model_dump_json(),
-            )
+        return _sql(
+            "INSERT INTO threads (thread_id, scope_key, json) VALUES ($1, $2, $3)"
+            " ON CONFLICT DO NOTHING",
+            record.thread_id,
+            record.scope_key,
+            record.model_dump_json(),
         )
     if isinstance(write, AppendMessage):
-        return bool(
-            await db.execute(
-                "WITH message AS (INSERT INTO messages (thread_id, message_id, json)"
-                " SELECT $1, $2, $3 WHERE EXISTS (SELECT 1 FROM threads WHERE thread_id = $1)"
-                " ON CONFLICT DO NOTHING RETURNING 1),"
-                f" parts AS (INSERT INTO parts (thread_id, message_id, key, position, json)"
-                f" SELECT $1, $2, key, position, json FROM {_PARTS}"
-                " WHERE EXISTS (SELECT 1 FROM message))"
-                " SELECT 1 FROM message",
-                write.thread_id,
-                write.message.id,
-                _message_json(write.message),
-                _parts_json(write.thread_id, write.message),
-            )
+        return _sql(
+            "WITH message AS (INSERT INTO messages (thread_id, message_id, json)"
+            " SELECT $1, $2, $3 WHERE EXISTS (SELECT 1 FROM threads WHERE thread_id = $1)"
+            " ON CONFLICT DO NOTHING RETURNING 1),"
+            f" parts AS (INSERT INTO parts (thread_id, message_id, key, position, json)"
+            f" SELECT $1, $2, key, position, json FROM {_PARTS}"
+            " WHERE EXISTS (SELECT 1 FROM message))"
+            " SELECT 1 FROM message",
+            write.thread_id,
+            write.message.id,
+            _message_json(write.message),
+            _parts_json(write.thread_id, write.message),
         )
     if isinstance(write, ReplaceMessage):
         # A turn's next step keeps the parts before it: rows that did not change are not
         # written again (an assistant message grows by a step at a time).
-        return bool(
-            await db.execute(
-                "WITH message AS (UPDATE messages SET json = $3"
-                " WHERE thread_id = $1 AND message_id = $2 RETURNING 1),"
-                f" new AS (SELECT * FROM {_PARTS}),"
-                " gone AS (DELETE FROM parts WHERE thread_id = $1 AND message_id = $2"
-                " AND key NOT IN (SELECT key FROM new) AND EXISTS (SELECT 1 FROM message)),"
-                " put AS (INSERT INTO parts (thread_id, message_id, key, position, json)"
-                " SELECT $1, $2, key, position, json FROM new WHERE EXISTS (SELECT 1 FROM message)"
-                " ON CONFLICT (thread_id, message_id, key) DO UPDATE"
-                " SET position = excluded.position, json = excluded.json"
-                " WHERE parts.position <> excluded.position OR parts.json <> excluded.json)"
-                " SELECT 1 FROM message",
-                write.thread_id,
-                write.message.id,
-                _message_json(write.message),
-                _parts_json(write.thread_id, write.message),
-            )
+        return _sql(
+            "WITH message AS (UPDATE messages SET json = $3"
+            " WHERE thread_id = $1 AND message_id = $2 RETURNING 1),"
+            f" new AS (SELECT * FROM {_PARTS}),"
+            " gone AS (DELETE FROM parts WHERE thread_id = $1 AND message_id = $2"
+            " AND key NOT IN (SELECT key FROM new) AND EXISTS (SELECT 1 FROM message)),"
+            " put AS (INSERT INTO parts (thread_id, message_id, key, position, json)"
+            " SELECT $1, $2, key, position, json FROM new WHERE EXISTS (SELECT 1 FROM message)"
+            " ON CONFLICT (thread_id, message_id, key) DO UPDATE"
+            " SET position = excluded.position, json = excluded.json"
+            " WHERE parts.position <> excluded.position OR parts.json <> excluded.json)"
+            " SELECT 1 FROM message",
+            write.thread_id,
+            write.message.id,
+            _message_json(write.message),
+            _parts_json(write.thread_id, write.message),
         )
     if isinstance(write, PutRun):
         run, new = write.run, write.stored
         text = new.model_dump_json()
         if run.revision == 0:  # a second active run of the thread: the index's conflict
-            return bool(
-                await db.execute(
-                    "INSERT INTO runs (run_id, thread_id, revision, active, json)"
-                    " SELECT $1, $2, $3, $4, $5 WHERE EXISTS"
-                    " (SELECT 1 FROM threads WHERE thread_id = $2) ON CONFLICT DO NOTHING",
-                    run.run_id,
-                    run.thread_id,
-                    new.revision,
-                    new.active,
-                    text,
-                )
-            )
-        return bool(
-            await db.execute(
-                "UPDATE runs SET revision = $1, active = $2, json = $3"
-                " WHERE run_id = $4 AND revision = $5 AND thread_id = $6 AND NOT ($2 AND EXISTS"
-                " (SELECT 1 FROM runs other WHERE other.thread_id = $6 AND other.active"
-                " AND other.run_id <> $4))",
+            return _sql(
+                "INSERT INTO runs (run_id, thread_id, revision, active, json)"
+                " SELECT $1, $2, $3, $4, $5 WHERE EXISTS"
+                " (SELECT 1 FROM threads WHERE thread_id = $2) ON CONFLICT DO NOTHING",
+                run.run_id,
+                run.thread_id,
                 new.revision,
                 new.active,
                 text,
-                run.run_id,
-                run.revision,
-                run.thread_id,
             )
+        return _sql(
+            "UPDATE runs SET revision = $1, active = $2, json = $3"
+            " WHERE run_id = $4 AND revision = $5 AND thread_id = $6 AND NOT ($2 AND EXISTS"
+            " (SELECT 1 FROM runs other WHERE other.thread_id = $6 AND other.active"
+            " AND other.run_id <> $4))",
+            new.revision,
+            new.active,
+            text,
+            run.run_id,
+            run.revision,
+            run.thread_id,
         )
     if isinstance(write, SaveFile):
         file = write.file
-        return bool(
-            await db.execute(
-                "INSERT INTO files (file_id, scope_key, json, body) VALUES ($1, $2, $3, $4)"
-                " ON CONFLICT DO NOTHING",
-                file.file_id,
-                file.scope_key,
-                file.model_dump_json(),
-                write.body,
-            )
+        return _sql(
+            "INSERT INTO files (file_id, scope_key, json, body) VALUES ($1, $2, $3, $4)"
+            " ON CONFLICT DO NOTHING",
+            file.file_id,
+            file.scope_key,
+            file.model_dump_json(),
+            write.body,
         )
     assert_never(write)
+
+
+def _sql(sql: str, *params: Param) -> Statement:
+    return sql, params
 
 
 _PARTS = "json_to_recordset($4::json) AS p(key text, position integer, json text)"

@@ -61,7 +61,7 @@ from .._store import postgres_requests as requests
 from .._store.base import Transaction, Write
 from .._store.memory import MemoryStore
 from .._store.memory import _apply as apply_writes  # (staged with the leases: see commit)
-from .._store.postgres import _Commit, _stopped, _thread_ids  # (what a commit claims, gives up)
+from .._store.postgres_group import Commit, stopped, thread_ids  # (what a commit claims, gives up)
 from .._store.postgres_owners import CHANGES, Owners, orphaned_threads
 from .._store.postgres_requests import ANSWERED, REQUESTED
 from .._tools.agent import AgentDefinition, Pai
@@ -164,15 +164,15 @@ class NodeStore:
         ``PostgresStore.commit`` does in one transaction, done here in one step."""
         await self._reach()
         owners, backing = self._owners, self._shared.backing
-        commit = _Commit(writes)
-        written = sorted(set(_thread_ids([commit])))
+        commit = Commit(writes)
+        written = sorted(set(thread_ids([commit])))
         db = self._shared.connect(self, autocommit=False)
         # Nothing below checkpoints until the commit is installed: a refusal (raised here)
         # leaves the records and the leases as they were, and no other task sees one
         # changed without the other.
         claimed = await owners.claim(db, written)
         db.write(apply_writes(backing.tables, writes, backing.sequence), writes)
-        released = await owners.release(db, claimed, _stopped(commit))
+        released = await owners.release(db, claimed, stopped(commit))
         await owners.announce(db, written)
         db.commit()
         owners.hold(claimed)
