@@ -74,7 +74,7 @@ from .postgres_connection import (
     parse_conninfo,
     require_psycopg,
 )
-from .postgres_group import Commit, pipelining, stopped, thread_ids, write_pipelined
+from .postgres_group import Commit, stopped, thread_ids, write_pipelined
 from .postgres_owners import CHANGES, OWNERS_TABLE, Owners, orphaned_threads
 from .postgres_pool import Connections
 from .postgres_requests import (
@@ -181,7 +181,7 @@ class PostgresStore(ClosingStore):
             owners.on_lost(self._mirror.forget)  # only the owner caches a thread
         self._writing: frozenset[str] = frozenset()  # the threads the group in flight writes
         self._closed = False
-        self._pipelining = pipelining()
+        self._pipelining = self._pool.pipelining
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.name!r})"
@@ -555,12 +555,12 @@ class PostgresStore(ClosingStore):
             found = mirror.thread(thread_id)  # another reader may have loaded it meanwhile
             if found is not None:
                 return found
-            rows = await self._fetch(_THREAD, thread_id)
+            self._check_open()
+            rows, messages, runs, calls = await self._pool.fetch_many(
+                [(sql, (thread_id,)) for sql in (_THREAD, _MESSAGES, _RUNS, _CALLS)]
+            )
             if not rows:
                 return None
-            messages = await self._fetch(_MESSAGES, thread_id)
-            runs = await self._fetch(_RUNS, thread_id)
-            calls = await self._fetch(_CALLS, thread_id)
             return mirror.load(
                 _load(ThreadRecord, rows[0][0]),
                 _messages(messages),

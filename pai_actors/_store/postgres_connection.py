@@ -61,6 +61,11 @@ def require_psycopg() -> None:
         ) from _MISSING
 
 
+def pipelining() -> bool:
+    """libpq has pipeline mode (14 or later): :meth:`Connection.pipeline` can be used."""
+    return bool(psycopg.capabilities.has_pipeline())
+
+
 def parse_conninfo(conninfo: str, connect_timeout: float) -> tuple[str, str]:
     """The database's name for messages (a URL without the password) and the conninfo to
     connect with: ``conninfo`` with UTF-8 and ``connect_timeout`` (libpq's blocking connect
@@ -261,6 +266,11 @@ class Connection:
             if results[position].status == pq.ExecStatus.COMMAND_OK:
                 self.statements[sql] = preparing[sql]
         return [results[position] for position in queries]
+
+    async def fetch_many(self, statements: Sequence[Statement]) -> list[list[Row]]:
+        """The rows of each of ``statements``, run in one :meth:`pipeline` (one round trip);
+        the first that failed raises its :class:`ServerError`."""
+        return [_rows([result]) for result in await self.pipeline(statements)]
 
     async def _next_results(self) -> PGresult:
         """In a pipeline, the next command's results (its last one), up to the end of them."""

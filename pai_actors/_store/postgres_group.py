@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 import trio
 
 try:
-    from psycopg import capabilities, pq
+    from psycopg import pq
 except ImportError:  # the extra is missing: PostgresStore says so before this is used
     pass
 
@@ -51,19 +51,17 @@ found) a chunk at a time, and memory stays bounded for a group of tens of thousa
 class Commit:
     """One writer's batch in a group commit, and what became of it."""
 
-    __slots__ = ("claimed", "error", "released", "waiting", "writes")
+    __slots__ = ("claimed", "error", "released", "statements", "waiting", "writes")
 
     def __init__(self, writes: Sequence[Write]) -> None:
         self.writes = writes
+        # Made by the committing task as it joins, while the group before is being written
+        # (the leader would make them all after it, with the server waiting).
+        self.statements = [statement(write) for write in writes]
         self.claimed: dict[str, int] = {}  # the leases its transaction renewed or took
         self.released: list[str] = []  # and those it gave up (their runs stopped)
         self.error: BaseException | None = None
         self.waiting: trio.lowlevel.Task | None = None  # a joiner, parked until written
-
-
-def pipelining() -> bool:
-    """libpq has pipeline mode (14 or later)."""
-    return capabilities.has_pipeline()
 
 
 async def write_pipelined(db: Connection, group: list[Commit], owners: Owners | None) -> bool:
@@ -81,9 +79,8 @@ async def write_pipelined(db: Connection, group: list[Commit], owners: Owners | 
     for index, commit in enumerate(group):
         if plan is not None:
             plan.claim(index, statements, expect)
-        for write in commit.writes:
-            statements.append(statement(write))
-            expect.append(_WROTE)
+        statements.extend(commit.statements)
+        expect.extend(_WROTE for _ in commit.statements)
         if plan is not None:
             plan.release(index, statements, expect)
     if plan is not None:

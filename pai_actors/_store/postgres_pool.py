@@ -6,13 +6,21 @@ holds where a statement's connection comes from and what happens when one dies.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 import trio
 
 from .._core.errors import StoreError
-from .postgres_connection import Connection, ConnectionFailed, Param, Row, ServerError
+from .postgres_connection import (
+    Connection,
+    ConnectionFailed,
+    Param,
+    Row,
+    ServerError,
+    Statement,
+    pipelining,
+)
 
 
 class Connections:
@@ -36,6 +44,7 @@ class Connections:
         self._idle: list[Connection] = []  # the pool's connections not in use
         self._readers = trio.Semaphore(max_size)  # a token per connection in use
         self._closed = False
+        self.pipelining = pipelining()
 
     def connect_now(self) -> Connection:
         """A new connection, blocking the calling thread until it is made."""
@@ -73,6 +82,26 @@ class Connections:
             async with self._connection() as db:
                 try:
                     return await db.fetch(sql, *params)
+                except ConnectionFailed as exc:
+                    if not retry:
+                        raise self._unreadable(exc) from exc
+                    idle, self._idle = self._idle, []
+                    for connection in idle:
+                        connection.close()
+                except ServerError as exc:
+                    raise self._unreadable(exc) from exc
+        raise AssertionError("unreachable: the second attempt returns or raises")
+
+    async def fetch_many(self, statements: Sequence[Statement]) -> list[list[Row]]:
+        """The rows of each of several read statements, run in one round trip on a
+        connection of the pool (libpq's pipeline mode; one after another where libpq has
+        none); retried as :meth:`fetch` is."""
+        for retry in (True, False):
+            async with self._connection() as db:
+                try:
+                    if self.pipelining:
+                        return await db.fetch_many(statements)
+                    return [await db.fetch(sql, *params) for sql, params in statements]
                 except ConnectionFailed as exc:
                     if not retry:
                         raise self._unreadable(exc) from exc
