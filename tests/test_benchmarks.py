@@ -24,6 +24,7 @@ from benchmarks import (
     _failover,
     _harness,
     _postgres,
+    _postgres_driver,
     _spawn_exit,
     _subagents,
     ask_round_trip,
@@ -31,6 +32,10 @@ from benchmarks import (
     cpu_per_conversation,
     failover_long_lease,
     failover_short_lease,
+    postgres_driver,
+    postgres_driver_reads_concurrent,
+    postgres_driver_reads_sequential,
+    postgres_driver_same_calls,
     protocol_latency_p50_concurrent,
     protocol_latency_p50_sequential,
     protocol_latency_p99_concurrent,
@@ -688,6 +693,10 @@ def test_cli_prints_one_line_per_figure(
         "w1_postgres_two_nodes": lambda: w1_postgres_two_nodes(2, repeats=1),
         "w2_postgres_suspend": lambda: w2_postgres_suspend(2, repeats=1),
         "w2_postgres_resume": lambda: w2_postgres_resume(2, repeats=1),
+        "postgres_driver": lambda: postgres_driver(2, repeats=1),
+        "postgres_driver_same_calls": lambda: postgres_driver_same_calls(2, repeats=1),
+        "postgres_driver_reads_sequential": lambda: postgres_driver_reads_sequential(8, repeats=1),
+        "postgres_driver_reads_concurrent": lambda: postgres_driver_reads_concurrent(8, repeats=1),
         "failover_short_lease": lambda: failover_short_lease(0.5, 1, nodes=2),
         "failover_long_lease": lambda: failover_long_lease(0.5, 1, nodes=2),
         "simulation_overhead": lambda: simulation_overhead(3, repeats=1),
@@ -764,3 +773,66 @@ def test_two_nodes_figure_without_postgres(monkeypatch: pytest.MonkeyPatch) -> N
     data = check_record_json(w1_postgres_two_nodes().to_json())
     assert data["baseline"] == "not measured: PostgreSQL unreachable at 'x'"
     assert (data["value"], data["met"], data["n"]) == (0.0, None, 1_000)
+
+
+@pytest.fixture
+def driver_caches() -> Iterator[None]:
+    """The postgres_driver figures' shared measurements, emptied around a test."""
+    caches = (_postgres_driver._w1, _postgres_driver._reads)
+    for cache in caches:
+        cache.cache_clear()
+    yield
+    for cache in caches:
+        cache.cache_clear()
+
+
+@pytest.mark.usefixtures("driver_caches")
+def test_postgres_driver_figures_record_shape() -> None:
+    """W1 on the store as shipped against the store on worker-thread connections, and the
+    read round trips (a real PostgreSQL, else the figures say they were not measured). The
+    sides run in this process: the thread versions' class is put back after each."""
+    from pai_actors._store import postgres_connection, postgres_pool
+
+    original = vars(postgres_pool)["Connection"]
+    for record, figure, target in (
+        (postgres_driver(2, repeats=1), "postgres_driver", ">= 1"),
+        (postgres_driver_same_calls(2, repeats=1), "postgres_driver_same_calls", None),
+    ):
+        data = check_record_json(record.to_json())
+        assert (data["figure"], data["ratio_of"], data["n"], data["target"]) == (
+            figure,
+            "throughput",
+            2,
+            target,
+        )
+        if data["repeats"]:
+            assert data["baseline_n"] == 2
+            method = str(data["method"])
+            assert "ours: its process" in method
+            assert "its database's PostgreSQL backends" in method
+            assert "the baseline's connections in the timed part" in method
+            assert "trio.to_thread.run_sync" in method
+    for record, figure in (
+        (postgres_driver_reads_sequential(8, repeats=1), "postgres_driver_reads_sequential"),
+        (postgres_driver_reads_concurrent(8, repeats=1), "postgres_driver_reads_concurrent"),
+    ):
+        data = check_record_json(record.to_json())
+        assert (data["figure"], data["ratio_of"], data["n"], data["target"]) == (
+            figure,
+            "throughput",
+            8,
+            None,
+        )
+        if data["repeats"]:
+            assert "threads: its process" in str(data["method"])
+    assert vars(postgres_pool)["Connection"] is postgres_connection.Connection is original
+
+
+@pytest.mark.usefixtures("driver_caches")
+def test_postgres_driver_figures_without_postgres(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_postgres, "_why_not", lambda: "PostgreSQL unreachable at 'x'")
+    for record in (postgres_driver(), postgres_driver_reads_concurrent()):
+        data = check_record_json(record.to_json())
+        assert data["baseline"] == "not measured: PostgreSQL unreachable at 'x'"
+        assert (data["value"], data["met"], data["repeats"]) == (0.0, None, 0)
+    assert postgres_driver().target == ">= 1"

@@ -27,7 +27,14 @@ from typing import Any, Protocol
 
 import trio
 
-from .._core.errors import PaiError, ThreadOwnedElsewhere
+from .._core.errors import (
+    PaiError,
+    RuntimeClosed,
+    StoreError,
+    ThreadBusy,
+    ThreadNotFound,
+    ThreadOwnedElsewhere,
+)
 
 _log = logging.getLogger("pai_actors.runtime")
 
@@ -168,10 +175,18 @@ def error_answer(exc: PaiError) -> Answer:
 
 
 def raise_error(answer: Answer) -> None:
-    """Raise, on the asking node, the error an answer carries (as a :class:`PaiError`
-    naming the owner's error type), if it carries one."""
+    """Raise, on the asking node, the error an answer carries, if it carries one: of the
+    owner's error type where that type takes a message alone (a failed commit is a
+    :class:`StoreError` on either node, which a client may retry), else a
+    :class:`PaiError`; its message names the owner's error type."""
     if "error" in answer:
-        raise PaiError(
-            f"{answer['error']} ({answer.get('type', 'an error')} raised by the node that owns "
-            "the thread)"
+        kind = answer.get("type", "an error")
+        raise _FORWARDED_TYPES.get(kind, PaiError)(
+            f"{answer['error']} ({kind} raised by the node that owns the thread)"
         )
+
+
+_FORWARDED_TYPES: dict[str, type[PaiError]] = {
+    kind.__name__: kind for kind in (StoreError, ThreadNotFound, ThreadBusy, RuntimeClosed)
+}
+"""The owner's errors the asker raises as their own type (each is built from a message)."""

@@ -240,6 +240,8 @@ class AgentRuntime:
         self._admission = Admission(self._max_active_runs)
         self._live: dict[str, LiveRun] = {}  # run_id -> the handle of each run whose actor runs
         self._idle_waits: dict[str, trio.Event] = {}  # thread_id -> what wait_idle waits on
+        # thread_id -> what wait_idle waits on for a thread another node drives
+        self._elsewhere_waits: dict[str, trio.Event] = {}
         self._stack: AsyncExitStack | None = None
         self._root: Supervisor | None = None
         # A store shared with other nodes (PostgresStore with a node_id) says when another
@@ -667,6 +669,8 @@ class AgentRuntime:
         nodes): what this runtime settled of it is stale, and its watchers here are shown
         the change, read from the store, as updates."""
         self._thread_lost(thread_id)
+        if thread_id in self._elsewhere_waits:
+            self._elsewhere_waits.pop(thread_id).set()
         if self._hub.followed(thread_id) and thread_id not in self._catching_up:
             self._catching_up.add(thread_id)
             assert self._nursery is not None
@@ -1044,20 +1048,40 @@ class AgentRuntime:
 
     async def _wait_own_idle(self, thread_id: str) -> bool:
         """Return when the thread has no active run, or its run waits only on its calls'
-        actions and sub-runs: whether it was so already (nothing was waited for)."""
+        actions and sub-runs: whether it was so already (nothing was waited for). On a
+        store shared by several nodes, a thread no run of which is live here may be driven
+        by another node: then its stored run says (:meth:`_quiet_elsewhere`)."""
         already = True
-        while not self._idle(thread_id):
-            already = False  # (it may be busy again by the time a waiter runs)
-            event = self._idle_waits.get(thread_id)
-            if event is None:
-                event = self._idle_waits[thread_id] = trio.Event()
-            try:
-                await event.wait()
-            finally:  # a cancelled wait leaves no event behind that nobody waits on
-                idle = not event.is_set() and not event.statistics().tasks_waiting
-                if idle and self._idle_waits.get(thread_id) is event:
-                    del self._idle_waits[thread_id]
-        return already
+        while True:
+            while not self._idle(thread_id):
+                already = False  # (it may be busy again by the time a waiter runs)
+                await _wait_for(self._idle_waits, thread_id)
+            if not self._following or await self._quiet_elsewhere(thread_id):
+                return already
+            already = False
+            # Woken by the next change another node commits to it; or, should its node have
+            # stopped, after a lease: loaded again then, which takes an orphan over here.
+            with trio.move_on_after(self._store.lease) as lapsed:  # type: ignore[attr-defined]
+                await _wait_for(self._elsewhere_waits, thread_id)
+            if lapsed.cancelled_caught:
+                await self._load(thread_id)
+
+    async def _quiet_elsewhere(self, thread_id: str) -> bool:
+        """For a thread no run of which is live here, on a store shared by several nodes:
+        whether it is quiet as stored (no active run, or its run waits on actions and has no
+        accepted submission left to resume). A thread whose lease this node holds is this
+        runtime's to say (quiet: nothing runs it here)."""
+        if self._admission.live_run_of(thread_id) is not None:
+            return True
+        if self._store.holds(thread_id):  # type: ignore[attr-defined]
+            return True
+        active = await self._store.get_active_run(thread_id)
+        if active is None:
+            return True
+        if active.status == "running":
+            return False
+        calls = await self._store.list_calls(thread_id)
+        return not any(c.run_id == active.run_id and resumable(c.record) for c in calls)
 
     async def get_state(self, thread_id: str) -> ThreadState:
         """The thread's messages and runs (:class:`MigrationRequired`: see :meth:`send`)."""
@@ -1649,3 +1673,18 @@ def _interrupted(record: CallRecord) -> bool:
 def _final_answer(message: Message) -> bool:
     """Whether ``message`` is a model's final answer: an assistant message with no tool call."""
     return message.role == "assistant" and not any(isinstance(p, ToolPart) for p in message.parts)
+
+
+async def _wait_for(waits: dict[str, trio.Event], thread_id: str) -> None:
+    """Wait for the event ``waits`` holds for ``thread_id`` (made by the first waiter, set
+    and dropped by whoever wakes them); a cancelled wait leaves no event behind that nobody
+    waits on."""
+    event = waits.get(thread_id)
+    if event is None:
+        event = waits[thread_id] = trio.Event()
+    try:
+        await event.wait()
+    finally:
+        idle = not event.is_set() and not event.statistics().tasks_waiting
+        if idle and waits.get(thread_id) is event:
+            del waits[thread_id]

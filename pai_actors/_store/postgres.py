@@ -578,6 +578,11 @@ class PostgresStore(ClosingStore):
         return self._owners is None or thread_id in self._owners.held
 
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+        self._check_open()
+        await trio.lowlevel.checkpoint_if_cancelled()
+        mirrored = self._mirrored_now(thread_id)  # (a thread's record never changes)
+        if mirrored is not None:
+            return mirrored.record
         rows = await self._fetch(_THREAD, thread_id)
         return _load(ThreadRecord, rows[0][0]) if rows else None
 

@@ -22,8 +22,10 @@ from pai_actors import (
     AgentRuntime,
     Message,
     PaiError,
+    StoreConflict,
     StoreError,
     TextPart,
+    ThreadNotFound,
     ThreadOwnedElsewhere,
     ThreadRecord,
     ToolContext,
@@ -33,6 +35,7 @@ from pai_actors import (
     define_tool,
     json_schema,
 )
+from pai_actors._runtime.forwarding import error_answer, raise_error
 from pai_actors.testing import ScriptedModel, create_test_runtime, text, tool_call
 from pai_actors.testing._cluster import NodeStore, SharedMemory, create_node_runtime, keep_node
 from pai_actors.testing._simulation import dump_store, seeded_scheduler
@@ -475,12 +478,6 @@ async def test_a_node_that_lost_a_thread_sends_to_it_again_once_its_run_ended_el
     assert refused is None, refused
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime bug: wait_idle looks only at this runtime's own runs (AgentRuntime._idle, "
-    "_wait_own_idle): on a node that does not drive the thread it returns at once, while the "
-    "thread's run still runs on another node",
-)
 async def test_wait_idle_on_a_node_that_does_not_drive_the_thread_waits_for_its_run(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -758,3 +755,26 @@ def test_the_same_cluster_run_twice_stores_the_same_ids_and_state() -> None:
 
 async def _idle(shared: SharedMemory, thread_id: str) -> bool:
     return await shared.store.get_active_run(thread_id) is None
+
+
+@pytest.mark.parametrize(
+    ("raised", "seen"),
+    [
+        (StoreError("commit 3 failed"), StoreError),
+        (ThreadNotFound("no thread 't'"), ThreadNotFound),
+        (StoreConflict("call 'c'", "exists"), PaiError),  # (built from more than a message)
+    ],
+)
+def test_an_error_the_owner_answers_is_raised_by_the_asker_as_its_own_type(
+    raised: PaiError, seen: type[PaiError]
+) -> None:
+    """A request handed to the owner that failed there fails on the asking node with the
+    same type where it can be made from a message: a failed commit is a StoreError either
+    way (a client retries it as it would a local one)."""
+    with pytest.raises(PaiError) as info:
+        raise_error(error_answer(raised))
+    assert type(info.value) is seen
+    assert (
+        str(info.value)
+        == f"{raised} ({type(raised).__name__} raised by the node that owns the thread)"
+    )
