@@ -249,10 +249,7 @@ class Connection:
             results: list[PGresult] = []
             for _ in range(len(queries) + len(prepares)):
                 results.append(await self._next_results())
-            while pgconn.is_busy():  # the Sync's own result ends the pipeline
-                await trio.lowlevel.wait_readable(pgconn.socket)
-                pgconn.consume_input()
-            end = pgconn.get_result()
+            end = await self._get_result()  # the Sync's own result ends the pipeline
             if end is None or end.status != pq.ExecStatus.PIPELINE_SYNC:
                 raise ConnectionFailed("the server's answers to a pipeline ended out of step")
             pgconn.exit_pipeline_mode()
@@ -277,10 +274,7 @@ class Connection:
         pgconn = self.pgconn
         last: PGresult | None = None
         while True:
-            while pgconn.is_busy():
-                await trio.lowlevel.wait_readable(pgconn.socket)
-                pgconn.consume_input()
-            result = pgconn.get_result()
+            result = await self._get_result()
             if result is None:
                 break
             if last is None or last.status != pq.ExecStatus.FATAL_ERROR:
@@ -298,10 +292,7 @@ class Connection:
                 await trio.lowlevel.wait_writable(pgconn.socket)
             results = []
             while True:
-                while pgconn.is_busy():
-                    await trio.lowlevel.wait_readable(pgconn.socket)
-                    pgconn.consume_input()
-                result = pgconn.get_result()
+                result = await self._get_result()
                 if result is None:
                     break
                 results.append(result)
@@ -314,6 +305,15 @@ class Connection:
         except BaseException:  # cancelled or interrupted with the statement in flight; or BAD
             self._abandon()
             raise
+
+    async def _get_result(self) -> PGresult | None:
+        """libpq's next result, once it has read it whole (``None``: a command's results
+        ended)."""
+        pgconn = self.pgconn
+        while pgconn.is_busy():
+            await trio.lowlevel.wait_readable(pgconn.socket)
+            pgconn.consume_input()
+        return pgconn.get_result()
 
     def _abandon(self) -> None:
         """Cancel what the server runs for this connection and close it, in a worker thread."""

@@ -6,8 +6,9 @@ holds where a statement's connection comes from and what happens when one dies.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from typing import TypeVar
 
 import trio
 
@@ -21,6 +22,8 @@ from .postgres_connection import (
     Statement,
     pipelining,
 )
+
+T = TypeVar("T")
 
 
 class Connections:
@@ -78,30 +81,26 @@ class Connections:
         A connection that died while idle (the server restarted, or ended the session)
         fails its next statement: the read is retried once on a new connection, and the
         pool's other idle connections, likely dead of the same cause, are dropped."""
-        for retry in (True, False):
-            async with self._connection() as db:
-                try:
-                    return await db.fetch(sql, *params)
-                except ConnectionFailed as exc:
-                    if not retry:
-                        raise self._unreadable(exc) from exc
-                    idle, self._idle = self._idle, []
-                    for connection in idle:
-                        connection.close()
-                except ServerError as exc:
-                    raise self._unreadable(exc) from exc
-        raise AssertionError("unreachable: the second attempt returns or raises")
+        return await self._retried(lambda db: db.fetch(sql, *params))
 
     async def fetch_many(self, statements: Sequence[Statement]) -> list[list[Row]]:
         """The rows of each of several read statements, run in one round trip on a
         connection of the pool (libpq's pipeline mode; one after another where libpq has
         none); retried as :meth:`fetch` is."""
+
+        async def read(db: Connection) -> list[list[Row]]:
+            if self.pipelining:
+                return await db.fetch_many(statements)
+            return [await db.fetch(sql, *params) for sql, params in statements]
+
+        return await self._retried(read)
+
+    async def _retried(self, read: Callable[[Connection], Awaitable[T]]) -> T:
+        """``read`` on a connection of the pool, once more on a new one if it died idle."""
         for retry in (True, False):
             async with self._connection() as db:
                 try:
-                    if self.pipelining:
-                        return await db.fetch_many(statements)
-                    return [await db.fetch(sql, *params) for sql, params in statements]
+                    return await read(db)
                 except ConnectionFailed as exc:
                     if not retry:
                         raise self._unreadable(exc) from exc
