@@ -79,6 +79,15 @@ used. The figures:
   <= 0.2) and ``w2_postgres_resume`` (>= 5); ``w1_postgres_two_nodes``: W1 split between two
   node processes on one database vs one node doing all of it (>= 1.6 where the machine's
   cores allow). Without a reachable server they say so.
+- How the PostgreSQL store runs psycopg under trio (see :mod:`benchmarks._postgres_driver`):
+  ``postgres_driver``: W1 (as ``w1_postgres``) on ``PostgresStore`` as shipped (libpq's
+  non-blocking calls driven by trio's socket waits) vs the same store with its connections
+  replaced by psycopg's blocking ``Connection``, every call one ``trio.to_thread.run_sync``
+  hop (>= 1); ``postgres_driver_same_calls``: the same against the store's own libpq calls
+  made blocking in a worker thread (the hop alone; informational);
+  ``postgres_driver_reads_sequential`` and ``postgres_driver_reads_concurrent``: single-read
+  round trips (``get_thread``) from one task and from 8 at once, vs psycopg in threads
+  (informational). Without a reachable server they say so.
 - ``failover_short_lease`` (``--lease 2``) and ``failover_long_lease`` (``--lease 10``):
   seconds from ``SIGKILL`` of the ``pai-actors serve --node-id`` process running a run (one
   of 3 on one PostgreSQL database) until a watcher on another node sees the run completed,
@@ -130,6 +139,14 @@ if TYPE_CHECKING:
     from ._postgres import w1_postgres_two_nodes as w1_postgres_two_nodes
     from ._postgres import w2_postgres_resume as w2_postgres_resume
     from ._postgres import w2_postgres_suspend as w2_postgres_suspend
+    from ._postgres_driver import postgres_driver as postgres_driver
+    from ._postgres_driver import (
+        postgres_driver_reads_concurrent as postgres_driver_reads_concurrent,
+    )
+    from ._postgres_driver import (
+        postgres_driver_reads_sequential as postgres_driver_reads_sequential,
+    )
+    from ._postgres_driver import postgres_driver_same_calls as postgres_driver_same_calls
     from ._protocol_latency import latency_p50_concurrent as protocol_latency_p50_concurrent
     from ._protocol_latency import latency_p50_sequential as protocol_latency_p50_sequential
     from ._protocol_latency import latency_p99_concurrent as protocol_latency_p99_concurrent
@@ -182,6 +199,10 @@ _LAZY = {
     "w1_postgres_two_nodes": ("_postgres", "w1_postgres_two_nodes"),
     "w2_postgres_resume": ("_postgres", "w2_postgres_resume"),
     "w2_postgres_suspend": ("_postgres", "w2_postgres_suspend"),
+    "postgres_driver": ("_postgres_driver", "postgres_driver"),
+    "postgres_driver_same_calls": ("_postgres_driver", "postgres_driver_same_calls"),
+    "postgres_driver_reads_sequential": ("_postgres_driver", "postgres_driver_reads_sequential"),
+    "postgres_driver_reads_concurrent": ("_postgres_driver", "postgres_driver_reads_concurrent"),
     "protocol_latency_p50_concurrent": ("_protocol_latency", "latency_p50_concurrent"),
     "protocol_latency_p50_sequential": ("_protocol_latency", "latency_p50_sequential"),
     "protocol_latency_p99_concurrent": ("_protocol_latency", "latency_p99_concurrent"),
@@ -214,6 +235,10 @@ __all__ = [
     "cpu_per_conversation",
     "failover_long_lease",
     "failover_short_lease",
+    "postgres_driver",
+    "postgres_driver_reads_concurrent",
+    "postgres_driver_reads_sequential",
+    "postgres_driver_same_calls",
     "protocol_latency_p50_concurrent",
     "protocol_latency_p50_sequential",
     "protocol_latency_p99_concurrent",

@@ -18,6 +18,7 @@ def _figures(quick: bool) -> dict[str, Figure]:
     minutes on 2 cores, most of it starting the side processes)."""
     from . import _durable as d
     from . import _postgres as pg
+    from . import _postgres_driver as driver
     from ._ask import ask_round_trip
     from ._cancel_run import cancel_run
     from ._failover import failover_long_lease, failover_short_lease
@@ -116,6 +117,18 @@ def _figures(quick: bool) -> dict[str, Figure]:
             "w1_postgres_two_nodes": lambda: pg.w1_postgres_two_nodes(w1, repeats=r),
             "w2_postgres_suspend": lambda: pg.w2_postgres_suspend(w2, repeats=r),
             "w2_postgres_resume": lambda: pg.w2_postgres_resume(w2, repeats=r),
+            # How the store runs psycopg under trio: W1 with its connections as shipped
+            # (libpq driven by trio's socket waits) vs replaced by psycopg's blocking
+            # Connection in worker threads, and vs its own libpq calls in worker threads (one
+            # measurement, cached, gives both); then single-read round trips from 1 and 8 tasks.
+            "postgres_driver": lambda: driver.postgres_driver(w1, repeats=5),
+            "postgres_driver_same_calls": lambda: driver.postgres_driver_same_calls(w1, repeats=5),
+            "postgres_driver_reads_sequential": lambda: driver.postgres_driver_reads_sequential(
+                10_000, repeats=5
+            ),
+            "postgres_driver_reads_concurrent": lambda: driver.postgres_driver_reads_concurrent(
+                10_000, repeats=5
+            ),
             # Failover: SIGKILL of the node running a run (one of 3 `pai-actors serve --node-id`
             # processes on one database) until another completes it, vs the same flow
             # without a kill; each kill a sample.
@@ -177,6 +190,14 @@ def _figures(quick: bool) -> dict[str, Figure]:
         "w1_postgres_two_nodes": lambda: pg.w1_postgres_two_nodes(w1, repeats=1),
         "w2_postgres_suspend": lambda: pg.w2_postgres_suspend(w2, repeats=1),
         "w2_postgres_resume": lambda: pg.w2_postgres_resume(w2, repeats=1),
+        "postgres_driver": lambda: driver.postgres_driver(w1, repeats=1),
+        "postgres_driver_same_calls": lambda: driver.postgres_driver_same_calls(w1, repeats=1),
+        "postgres_driver_reads_sequential": lambda: driver.postgres_driver_reads_sequential(
+            500, repeats=1
+        ),
+        "postgres_driver_reads_concurrent": lambda: driver.postgres_driver_reads_concurrent(
+            500, repeats=1
+        ),
         "failover_short_lease": lambda: failover_short_lease(1.0, 3),
         "failover_long_lease": lambda: failover_long_lease(2.0, 1, nodes=2),
         "simulation_overhead": lambda: simulation_overhead(100, repeats=1),
