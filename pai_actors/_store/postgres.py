@@ -11,11 +11,10 @@ threads (``trio.to_thread.run_sync``; psycopg_pool for the connections) and (b) 
 without blocking from the trio thread: psycopg's ``pq`` layer sends a statement and reads its
 results with non-blocking calls, and ``trio.lowlevel.wait_readable`` / ``wait_writable``
 wait for the connection's socket in between (``_store.postgres_connection``). (b) was
-chosen on a development-time timing of both (the same statements each way under trio, one
-task and several), which no benchmark of the suite repeats, so its figures are not kept
-here. What stands without them: a hop to a worker thread and back costs more than a
-loopback round trip, and (b) keeps every wait a trio checkpoint: a cancelled read stops at
-once, where (a) would have to abandon a thread that still holds the
+chosen by measurement: the ``postgres_driver`` figures (``docs/performance.md``) run W1 and
+single reads both ways; (b) is faster on both, most on reads (each a hop for (a)). And (b)
+keeps every wait a trio checkpoint: a cancelled read stops at once, where (a) would have to
+abandon a thread that still holds the
 connection. The price of (b): the store speaks libpq's protocol itself (a prepared
 statement, its binary parameters and results, a cancel request: ``postgres_connection``),
 where (a) would have used psycopg's cursors and psycopg_pool; and, like any socket I/O, it
