@@ -735,6 +735,10 @@ class AgentRuntime:
         orphaned = active is not None and self._admission.orphaned(
             active.run_id, thread_id, by_starter=by_starter
         )
+        if orphaned and self._forwarding is not None and not _left_to_settle(active, calls):
+            # A run that waits on actions, as its node left it: nothing to take over (its
+            # lease was given up with it; the next write to it takes it, here or elsewhere).
+            orphaned = False
         if (
             not orphaned
             and self._forwarding is not None
@@ -1662,6 +1666,20 @@ class AgentRuntime:
             # Started unless the runtime is closing, the run is being cancelled or its thread
             # has a live run; the slot goes on to the next queued activation either way.
             self._handle(ActivationEnded(run_id, stored_active=start is not None), start)
+
+
+def _left_to_settle(run: RunRecord | None, calls: list[StoredCall]) -> bool:
+    """Whether an active ``run`` no actor runs has something a load must settle: it is
+    stored running, or it has no calls yet, or its calls all ended, or one was cut off or
+    holds an accepted submission to resume. A run waiting on its calls' actions has not."""
+    if run is None or run.status != "waiting":
+        return True
+    run_calls = [c.record for c in calls if c.run_id == run.run_id]
+    return (
+        not run_calls
+        or all(r.phase == "done" for r in run_calls)
+        or any(_interrupted(r) or resumable(r) for r in run_calls)
+    )
 
 
 def _interrupted(record: CallRecord) -> bool:

@@ -82,6 +82,7 @@ class Probe:
         async def probed(ctx: Any) -> Any:
             key = next(self._keys)
             thread_id, call_id = ctx.thread.thread_id, ctx.thread.tool_call_id
+            process = _process_of(ctx, self.process)
             parent = _current.get()
             if parent is None and (thread_id, call_id) in self.live.values():
                 self.overlaps.append(f"two executes of call {call_id!r} of {thread_id!r} overlap")
@@ -122,7 +123,7 @@ class Probe:
                         exited=trio.current_time(),
                         exit_order=next(self._exits),
                         parent=parent,
-                        process=self.process,
+                        process=process,
                         cancel_delivered=delivered[0],
                     )
                 )
@@ -201,3 +202,14 @@ def _tool(name: str, tool: ToolDefinition, probe: Probe) -> ToolDefinition:
     }
     execute = None if tool.execute is None else probe.wrap(name, tool.execute)
     return dataclasses.replace(tool, execute=execute, tools=children)
+
+
+def _process_of(ctx: Any, default: int) -> int:
+    """The number of the simulated process whose runtime runs ``ctx``'s execute: its
+    store's (a simulation gives each runtime a store of its own that knows its process).
+    With several nodes, runtimes of different processes run at once, so the process
+    opened last is not always the one running an execute. ``default`` for a runtime whose
+    store says nothing (the state machine's)."""
+    store = getattr(ctx.files, "_store", None)
+    number = getattr(getattr(store, "process", None), "number", None)
+    return number if isinstance(number, int) else default

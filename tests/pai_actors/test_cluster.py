@@ -500,6 +500,31 @@ async def _set_after(seconds: float, event: trio.Event) -> None:
     event.set()
 
 
+async def test_reading_a_waiting_thread_on_another_node_leaves_its_lease_alone(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A run that waits on an approval has no owner: another node reading it (its pending
+    actions, its state) takes nothing over; the submission's own commit takes the lease."""
+    shared = SharedMemory()
+    release = trio.Event()
+    release.set()  # (the slow tool returns at once: only the approval keeps the run)
+    async with nodes(shared, payer(release), payer_model, "a", "b") as [a, b]:
+        thread_id = await a.rt.create_thread("s")
+        await a.rt.send(thread_id, "pay")
+        await a.rt.wait_idle(thread_id)
+        given_up = shared.tables.leases[thread_id]
+        assert shared.owner(thread_id) is None
+        [action] = await b.rt.pending_actions(thread_id)
+        await b.rt.get_state(thread_id)
+        assert shared.tables.leases[thread_id] == given_up  # no epoch taken by reading
+        accepted = await b.rt.submit_action(action.ref, {"approved": True})
+        assert accepted.status == "accepted"
+        await b.rt.wait_idle(thread_id)
+        state = await b.rt.get_state(thread_id)
+    assert [run.status for run in state.runs] == ["completed"]
+    assert shared.tables.leases[thread_id].epoch == given_up.epoch + 1  # taken by b's write
+
+
 async def test_a_submission_on_another_node_is_applied_by_the_owner(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

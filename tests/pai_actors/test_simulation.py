@@ -254,3 +254,30 @@ def test_three_nodes_with_crashes_keep_every_invariant_and_replay_exactly() -> N
         assert (again.dump(), again.trace_text()) == (result.dump(), result.trace_text())
         took_over += sum(" on n" in f for f in result.faults if f.startswith("crash"))
     assert took_over > 0  # nodes did crash (their runs were taken over or resumed)
+
+
+async def test_an_execute_is_counted_in_the_process_whose_runtime_runs_it() -> None:
+    """With several nodes, runtimes of several simulated processes run at once: an execute
+    belongs to the process whose store its runtime uses, not to the one opened last (a
+    crash of an earlier node's process would otherwise not excuse its cancelled executes)."""
+    from types import SimpleNamespace
+
+    from pai_actors.testing._probe import Probe
+
+    probe = Probe(process=5)  # the last process opened
+    earlier = SimpleNamespace(number=2)
+    ctx = SimpleNamespace(
+        thread=SimpleNamespace(thread_id="t", tool_call_id="call_1"),
+        entry=None,
+        signal=SimpleNamespace(aborted=False, reason=None),
+        files=SimpleNamespace(_store=SimpleNamespace(process=earlier)),
+    )
+
+    async def execute(_: Any) -> str:
+        await trio.lowlevel.checkpoint()
+        return "done"
+
+    assert await probe.wrap("pay", execute)(ctx) == "done"
+    without = SimpleNamespace(**{**vars(ctx), "files": None})  # a context made by hand
+    await probe.wrap("pay", execute)(without)
+    assert [e.process for e in probe.executions] == [2, 5]
