@@ -180,7 +180,6 @@ class PostgresStore(ClosingStore):
             owners.on_lost(self._mirror.forget)  # only the owner caches a thread
         self._writing: frozenset[str] = frozenset()  # the threads the group in flight writes
         self._closed = False
-        self._pipelining = self._pool.pipelining
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.name!r})"
@@ -222,7 +221,7 @@ class PostgresStore(ClosingStore):
         """
         self._check_open()
         await trio.lowlevel.checkpoint_if_cancelled()
-        mine = Commit(writes)
+        mine = Commit(writes, pipelined=self._pool.pipelining)
         group = self._batch
         if group is not None:  # a leader is gathering: join it
             group.append(mine)
@@ -252,7 +251,7 @@ class PostgresStore(ClosingStore):
             try:
                 db = await self._writer_connection()
                 written = False
-                if self._pipelining:  # the fast way first (_store.postgres_group)
+                if self._pool.pipelining:  # the fast way first (_store.postgres_group)
                     try:
                         written = await write_pipelined(db, group, self._owners)
                     except ConnectionFailed:  # no COMMIT was sent: nothing of it was written

@@ -53,11 +53,12 @@ class Commit:
 
     __slots__ = ("claimed", "error", "released", "statements", "waiting", "writes")
 
-    def __init__(self, writes: Sequence[Write]) -> None:
+    def __init__(self, writes: Sequence[Write], *, pipelined: bool = False) -> None:
         self.writes = writes
-        # Made by the committing task as it joins, while the group before is being written
-        # (the leader would make them all after it, with the server waiting).
-        self.statements = [statement(write) for write in writes]
+        # For a pipelined group: made by the committing task as it joins, while the group
+        # before is being written (the leader would make them all after it, the server
+        # waiting); none where groups are never pipelined.
+        self.statements = [statement(write) for write in writes] if pipelined else None
         self.claimed: dict[str, int] = {}  # the leases its transaction renewed or took
         self.released: list[str] = []  # and those it gave up (their runs stopped)
         self.error: BaseException | None = None
@@ -79,8 +80,11 @@ async def write_pipelined(db: Connection, group: list[Commit], owners: Owners | 
     for index, commit in enumerate(group):
         if plan is not None:
             plan.claim(index, statements, expect)
-        statements.extend(commit.statements)
-        expect.extend(_WROTE for _ in commit.statements)
+        made = commit.statements
+        if made is None:
+            made = [statement(write) for write in commit.writes]
+        statements.extend(made)
+        expect.extend(_WROTE for _ in made)
         if plan is not None:
             plan.release(index, statements, expect)
     if plan is not None:
