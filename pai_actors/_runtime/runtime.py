@@ -142,6 +142,10 @@ from .watch import (
 _RUN_MAILBOX = 1024
 _log = logging.getLogger("pai_actors")
 
+_SNAPSHOT_TRIES = 10
+"""How often a watch's snapshot is read again while other nodes keep changing its thread,
+before it is taken with the changes logged meanwhile shown as a difference."""
+
 DEFAULT_MAX_ACTIVE_RUNS = 256
 """How many runs a runtime keeps active (stepping, or running calls) at once by default.
 
@@ -347,6 +351,8 @@ class AgentRuntime:
                 )
             )
             self._following = True
+            if hasattr(self._store, "logged_since"):  # it logs every change of a thread
+                self._hub.catch_up_first = self._catch_up
         return self
 
     async def __aexit__(
@@ -677,23 +683,60 @@ class AgentRuntime:
             self._nursery.start_soon(self._catch_up, thread_id)
 
     async def _catch_up(self, thread_id: str) -> None:
+        """Show the watchers of a followed thread the changes other processes committed
+        since they were last shown one: each logged change in order, where the store logs
+        them (``_store.postgres_updates``) and none was missed, else the difference between
+        what they were shown and the thread read again."""
         # One reader of a thread at a time, so that its watchers are shown its states in
         # the order they were read (a later read never published before an earlier one).
         lock = self._catch_up_locks.setdefault(thread_id, trio.Lock())
         async with lock:
             self._catching_up.discard(thread_id)  # a change from now on: read again
             try:
-                self._hub.catch_up(await self._read_state(thread_id))
+                if self._hub.followed(thread_id) and not await self._show_logged(thread_id):
+                    self._hub.catch_up(*await self._read_followed(thread_id))
             except PaiError:  # the store failed: the next change reads it again
                 _log.exception("showing %r's watchers another node's change failed", thread_id)
         if not lock.locked() and not lock.statistics().tasks_waiting:
             self._catch_up_locks.pop(thread_id, None)
 
-    async def _follow(self, thread_id: str, state: ThreadState | None = None) -> None:
-        """Keep what the watchers of ``thread_id`` are shown, when other processes may
-        change it (see :meth:`_changed_elsewhere`)."""
+    async def _show_logged(self, thread_id: str) -> bool:
+        """Show a followed thread's watchers the changes logged after the last they were
+        shown; ``False`` if that is not known, or some were no longer in the log."""
+        seq = self._hub.logged(thread_id)
+        if seq is None:
+            return False
+        logged = await self._store.logged_since(thread_id, seq)  # type: ignore[attr-defined]
+        if logged and logged[0].seq != seq + 1:
+            return False
+        own = self._store.node_id  # type: ignore[attr-defined]
+        for change in logged:
+            self._hub.publish_logged(
+                thread_id, change.seq, change.updates, own=change.node_id == own
+            )
+        return True
+
+    async def _read_followed(self, thread_id: str) -> tuple[ThreadState, int | None]:
+        """The thread's state; and, where the store logs every change, the number of the
+        last logged change the state holds (``None``: unknown, as when one was committed
+        while the state was read)."""
+        if self._hub.catch_up_first is None:
+            return await self._read_state(thread_id), None
+        before = await self._store.last_logged(thread_id)  # type: ignore[attr-defined]
+        state = await self._read_state(thread_id)
+        after = await self._store.last_logged(thread_id)  # type: ignore[attr-defined]
+        return state, before if before == after else None
+
+    async def _follow(
+        self, thread_id: str, state: ThreadState | None = None, logged: int | None = None
+    ) -> None:
+        """Keep what the watchers of ``thread_id`` are shown (``state``, holding the logged
+        changes up to ``logged``), when other processes may change it (see
+        :meth:`_changed_elsewhere`)."""
         if self._following:
-            self._hub.follow(state if state is not None else await self._read_state(thread_id))
+            if state is None:
+                state, logged = await self._read_followed(thread_id)
+            self._hub.follow(state, logged)
 
     def _thread_fenced(self, thread_id: str) -> None:
         """Another node took ``thread_id`` from this one (its lease lapsed): the run this
@@ -1262,21 +1305,28 @@ class AgentRuntime:
     ) -> AsyncIterator[ThreadWatch[Any]]:
         self._check_open()
         await self._load(thread_id, full=True)
+        tries = 0
         while True:
             # With no commit of the thread in flight, a watcher added now sees every commit
             # after the read below; if one began meanwhile (dirty), the read may or may not
-            # hold it, so read again.
+            # hold it, so read again. So too when another node logged a change while it was
+            # read (which the read holds is unknown: the watcher would see it twice or never).
             await self._hub.wait_quiet(thread_id)
             watcher, receive = self._add_watcher(thread_id, capacity, deltas)
             try:
-                state = await self._read_state(thread_id)
+                state, logged = await self._read_followed(thread_id)
             except BaseException:
                 self._hub.remove(watcher)
                 raise
+            tries += 1
+            if logged is not None:
+                watcher.logged = logged
+            elif self._hub.catch_up_first is not None and tries < _SNAPSHOT_TRIES:
+                watcher.dirty = True
             if not watcher.dirty:
                 break
             self._hub.remove(watcher)
-        await self._follow(thread_id, state)
+        await self._follow(thread_id, state, logged)
         try:
             async with receive:
                 yield ThreadWatch(watcher, receive, state)

@@ -25,7 +25,7 @@ iteration stops (``StopAsyncIteration``) after the buffered updates.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
@@ -47,16 +47,8 @@ from .._core.updates import (
     ThreadUpdateOrDelta,
     ToolPartUpdated,
 )
-from .._store.base import (
-    AppendMessage,
-    PutCall,
-    PutRun,
-    PutToolPart,
-    ReplaceMessage,
-    Store,
-    Transaction,
-    Write,
-)
+from .._store.base import PutCall, Store, Transaction
+from .._store.updates import threads_shown, updates_of
 
 DEFAULT_WATCH_CAPACITY = 256
 
@@ -69,34 +61,6 @@ def _as_is(delta: MessageDelta) -> ThreadUpdateOrDelta:
     return delta
 
 
-def updates_of(writes: Sequence[Write]) -> list[ThreadUpdate]:
-    """The updates a committed batch of writes shows to watchers, in order."""
-    updates: list[ThreadUpdate] = []
-    for write in writes:
-        if isinstance(write, AppendMessage):
-            updates.append(MessageAppended(thread_id=write.thread_id, message=write.message))
-        elif isinstance(write, ReplaceMessage):
-            updates.append(MessageReplaced(thread_id=write.thread_id, message=write.message))
-        elif isinstance(write, PutToolPart):
-            updates.append(
-                ToolPartUpdated(
-                    thread_id=write.thread_id, message_id=write.message_id, part=write.part
-                )
-            )
-        elif isinstance(write, PutRun):
-            updates.append(RunStatusChanged(thread_id=write.run.thread_id, run=write.run.state))
-    return updates
-
-
-def threads_shown(writes: Sequence[Write]) -> frozenset[str]:
-    """The threads whose watchers see some of ``writes`` once they are committed."""
-    return frozenset(
-        write.run.thread_id if isinstance(write, PutRun) else write.thread_id
-        for write in writes
-        if isinstance(write, AppendMessage | ReplaceMessage | PutToolPart | PutRun)
-    )
-
-
 @dataclass(eq=False)
 class Watcher:
     thread_id: str
@@ -105,6 +69,8 @@ class Watcher:
     deltas: DeltaHold[ThreadUpdateOrDelta] | None = None
     overflowed: bool = False
     dirty: bool = False  # a commit for its thread began since it was added
+    # the number of the last logged change its snapshot holds (``WatchHub.publish_logged``)
+    logged: int = 0
 
     def offer(self, update: ThreadUpdateOrDelta) -> bool:
         """Give the watcher ``update``; ``False`` if it does not fit (an update the watch
@@ -158,10 +124,13 @@ class Pulse:
 @dataclass(eq=False)
 class Baseline:
     """What the watchers of a thread have been shown of it: its messages by id (in order)
-    and its runs by id, as the updates published to them left it."""
+    and its runs by id, as the updates published to them left it; and, where the store logs
+    every change (``_store.postgres_updates``), the number of the last logged change shown
+    (``None``: not known, the next change is shown as a difference)."""
 
     messages: dict[str, Message]
     runs: dict[str, RunState]
+    logged: int | None = None
 
     def apply(self, update: ThreadUpdateOrDelta) -> None:
         if isinstance(update, MessageAppended | MessageReplaced):
@@ -215,22 +184,47 @@ class WatchHub:
     # by thread: what its watchers were shown, for the threads another process may change
     # (see ``follow``)
     _baselines: dict[str, Baseline] = field(default_factory=dict)
+    # Where other processes log their changes: shows a followed thread's watchers those
+    # committed before this runtime's own, which it publishes next (see
+    # ``PublishingTransaction``).
+    catch_up_first: Callable[[str], Awaitable[None]] | None = None
 
-    def follow(self, state: ThreadState) -> None:
+    def follow(self, state: ThreadState, logged: int | None = None) -> None:
         """Keep what the watchers of ``state``'s thread are shown from ``state`` on (their
-        snapshot), so that a change another process makes can be shown as updates
-        (:meth:`catch_up`). Kept while the thread has watchers."""
+        snapshot, which holds the logged changes up to ``logged``), so that a change another
+        process makes can be shown as updates (:meth:`catch_up`, :meth:`publish_logged`).
+        Kept while the thread has watchers."""
         if state.thread_id not in self._baselines and state.thread_id in self._watchers:
             self._baselines[state.thread_id] = Baseline(
-                {m.id: m for m in state.messages}, {r.run_id: r for r in state.runs}
+                {m.id: m for m in state.messages}, {r.run_id: r for r in state.runs}, logged
             )
 
-    def catch_up(self, state: ThreadState) -> None:
+    def catch_up(self, state: ThreadState, logged: int | None = None) -> None:
         """Show the watchers of a followed thread what changed from what they were shown
-        to ``state`` (read from the store)."""
+        to ``state`` (read from the store, holding the logged changes up to ``logged``)."""
         baseline = self._baselines.get(state.thread_id)
         if baseline is not None:
             self.publish(baseline.updates_to(state))
+            baseline.logged = logged
+
+    def logged(self, thread_id: str) -> int | None:
+        """The number of the last logged change the watchers of a followed thread were
+        shown (``None``: not known)."""
+        baseline = self._baselines.get(thread_id)
+        return None if baseline is None else baseline.logged
+
+    def publish_logged(
+        self, thread_id: str, seq: int, updates: Sequence[ThreadUpdate], *, own: bool
+    ) -> None:
+        """Show a followed thread's watchers its logged change ``seq`` (the one after the
+        last they were shown): ``updates``, unless ``own`` (this runtime committed it, and
+        published it then); a watcher whose snapshot holds it already is skipped."""
+        baseline = self._baselines.get(thread_id)
+        if baseline is None:
+            return
+        if not own:
+            self.publish(updates, logged=seq)
+        baseline.logged = seq
 
     def followed(self, thread_id: str) -> bool:
         return thread_id in self._baselines
@@ -305,14 +299,16 @@ class WatchHub:
         """Whether any thread has a watcher (else updates need not even be made)."""
         return bool(self._watchers)
 
-    def publish(self, updates: Sequence[ThreadUpdateOrDelta]) -> None:
+    def publish(self, updates: Sequence[ThreadUpdateOrDelta], *, logged: int = 0) -> None:
+        """Hand ``updates`` to their threads' watchers (with ``logged``: the updates of that
+        logged change, which the watchers whose snapshot holds it do not get)."""
         for update in updates:
             delta = isinstance(update, MessageDelta)
             baseline = None if delta else self._baselines.get(update.thread_id)
             if baseline is not None:
                 baseline.apply(update)
             for watcher in list(self._watchers.get(update.thread_id, ())):
-                if delta and watcher.deltas is None:
+                if (delta and watcher.deltas is None) or (logged and watcher.logged >= logged):
                     continue
                 try:
                     fits = watcher.offer(update)
@@ -414,6 +410,7 @@ class PublishingTransaction(Transaction):
             await super().__aexit__(exc_type, exc, tb)
             if exc_type is None:
                 if self._hub.watching:
+                    await self._catch_up_first(shown)
                     self._hub.publish(updates_of(writes))
                 deadline = self._deadline
                 calls = False
@@ -427,3 +424,16 @@ class PublishingTransaction(Transaction):
                     self._hub.calls_written.beat()
         finally:
             self._hub.end(shown)
+
+    async def _catch_up_first(self, shown: frozenset[str]) -> None:
+        """Where other processes log their changes of a thread this commit shows a change of
+        (and that has watchers here): show those committed before it first, so that its
+        watchers see every change in the order committed. Shielded: the commit is written
+        and its updates must be published."""
+        catch_up = self._hub.catch_up_first
+        if catch_up is not None:
+            followed = sorted(t for t in shown if self._hub.followed(t))
+            if followed:
+                with trio.CancelScope(shield=True):
+                    for thread_id in followed:
+                        await catch_up(thread_id)

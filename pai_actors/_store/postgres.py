@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -87,6 +88,7 @@ from .postgres_requests import (
 from .postgres_requests import answer as answer_request
 from .postgres_requests import forward as forward_request
 from .postgres_schema import migrate
+from .postgres_updates import UPDATES_TABLE, LoggedCommit, last_logged, logged_since, prune
 from .postgres_writes import apply_writes
 from .sqlite import _messages
 from .sqlite_mirror import Mirror, MirroredThread
@@ -95,6 +97,9 @@ from .sqlite_writes import instant_us
 R = TypeVar("R", bound=pydantic.BaseModel)
 
 _log = logging.getLogger("pai_actors.store")
+
+_PRUNE_EVERY = 60.0
+"""Seconds between two prunings of the update log by a node's ``keep_leases``."""
 
 
 class PostgresStore(ClosingStore):
@@ -163,7 +168,7 @@ class PostgresStore(ClosingStore):
             migrate(
                 writer,
                 self.name,
-                also=None if owners is None else f"{OWNERS_TABLE};{REQUESTS_TABLE}",
+                also=None if owners is None else f"{OWNERS_TABLE};{REQUESTS_TABLE};{UPDATES_TABLE}",
             )
             self._pool.fill()
         except BaseException:
@@ -221,7 +226,7 @@ class PostgresStore(ClosingStore):
         """
         self._check_open()
         await trio.lowlevel.checkpoint_if_cancelled()
-        mine = Commit(writes, pipelined=self._pool.pipelining)
+        mine = Commit(writes, pipelined=self._pool.pipelining, log_as=self.node_id)
         group = self._batch
         if group is not None:  # a leader is gathering: join it
             group.append(mine)
@@ -309,11 +314,9 @@ class PostgresStore(ClosingStore):
             try:
                 if self._owners is not None:
                     commit.claimed = await self._claim(db, commit, alone, renewed)
-                await apply_writes(
-                    db,
-                    commit.writes,
-                    undo="ROLLBACK" if alone else "ROLLBACK TO SAVEPOINT one_commit",
-                )
+                undo = "ROLLBACK" if alone else "ROLLBACK TO SAVEPOINT one_commit"
+                await apply_writes(db, commit.writes, undo=undo)
+                await self._log(db, commit, undo)
                 if self._owners is not None:
                     commit.released = await self._owners.release(
                         db, commit.claimed, stopped(commit)
@@ -327,6 +330,15 @@ class PostgresStore(ClosingStore):
         if db.in_transaction and self._owners is not None:  # the other nodes learn it at COMMIT
             await self._owners.announce(db, thread_ids([c for c in group if c.error is None]))
         return db
+
+    async def _log(self, db: Connection, commit: Commit, undo: str) -> None:
+        """Log the updates ``commit`` shows, in its transaction (with a ``node_id``)."""
+        for sql, params in commit.log:
+            try:
+                await db.execute(sql, *params)
+            except ServerError:
+                await db.execute(undo)
+                raise
 
     async def _claim(
         self, db: Connection, commit: Commit, alone: bool, renewed: set[str] | None
@@ -398,12 +410,19 @@ class PostgresStore(ClosingStore):
         fails (unreachable, or a statement it aborted) is logged and tried again at the
         next: a node cut off for longer than its lease loses its threads, safely (fencing)."""
         owners = self._need_owners()
+        pruned_at = -math.inf
         while True:
             try:
                 await owners.renew(self._pool)
                 await owners.release_idle(self._pool)
             except StoreError:
                 _log.warning("renewing the leases of node %r failed", owners.node_id, exc_info=True)
+            if trio.current_time() - pruned_at >= _PRUNE_EVERY:
+                pruned_at = trio.current_time()
+                try:
+                    await prune(self._pool)
+                except StoreError:
+                    _log.warning("pruning the update log failed", exc_info=True)
             task_status.started()
             task_status = trio.TASK_STATUS_IGNORED
             await trio.sleep(owners.lease / 3)
@@ -455,6 +474,20 @@ class PostgresStore(ClosingStore):
                         channels[channel](extra)
         finally:
             db.close()
+
+    async def logged_since(self, thread_id: str, seq: int) -> list[LoggedCommit]:
+        """The changes of ``thread_id`` committed after the ``seq``-th (by any node), as
+        the updates each showed its watchers, in commit order (``_store.postgres_updates``).
+        Rows older than five minutes may be gone: a first ``seq`` that is not ``seq + 1``
+        says so. Only for a store with a ``node_id``."""
+        self._need_owners()
+        return await logged_since(self._pool, thread_id, seq)
+
+    async def last_logged(self, thread_id: str) -> int:
+        """The number of the last change of ``thread_id`` in the log (0: none yet): what
+        :meth:`logged_since` goes on from. Only for a store with a ``node_id``."""
+        self._need_owners()
+        return await last_logged(self._pool, thread_id)
 
     # -- requests for the node that owns a thread (``_store.postgres_requests``) -------------
 

@@ -41,7 +41,9 @@ from .base import (
 )
 from .postgres_connection import Connection, Statement
 from .postgres_owners import Owners
+from .postgres_updates import log_statement
 from .postgres_writes import statement
+from .updates import encoded_updates
 
 _CHUNK = 2_000
 """At most this many statements per pipeline: a group's results are read (and its failure
@@ -51,14 +53,25 @@ found) a chunk at a time, and memory stays bounded for a group of tens of thousa
 class Commit:
     """One writer's batch in a group commit, and what became of it."""
 
-    __slots__ = ("claimed", "error", "released", "statements", "waiting", "writes")
+    __slots__ = ("claimed", "error", "log", "released", "statements", "waiting", "writes")
 
-    def __init__(self, writes: Sequence[Write], *, pipelined: bool = False) -> None:
+    def __init__(
+        self, writes: Sequence[Write], *, pipelined: bool = False, log_as: str | None = None
+    ) -> None:
         self.writes = writes
+        # With ``log_as`` (a node id): the statements that log the updates it shows, after
+        # its writes in its transaction (``_store.postgres_updates``).
+        self.log = (
+            []
+            if log_as is None
+            else [log_statement(t, log_as, body) for t, body in encoded_updates(writes).items()]
+        )
         # For a pipelined group: made by the committing task as it joins, while the group
         # before is being written (the leader would make them all after it, the server
         # waiting); none where groups are never pipelined.
-        self.statements = [statement(write) for write in writes] if pipelined else None
+        self.statements = (
+            [*(statement(write) for write in writes), *self.log] if pipelined else None
+        )
         self.claimed: dict[str, int] = {}  # the leases its transaction renewed or took
         self.released: list[str] = []  # and those it gave up (their runs stopped)
         self.error: BaseException | None = None
@@ -82,7 +95,7 @@ async def write_pipelined(db: Connection, group: list[Commit], owners: Owners | 
             plan.claim(index, statements, expect)
         made = commit.statements
         if made is None:
-            made = [statement(write) for write in commit.writes]
+            made = [*(statement(write) for write in commit.writes), *commit.log]
         statements.extend(made)
         expect.extend(_WROTE for _ in made)
         if plan is not None:

@@ -1,0 +1,93 @@
+"""The log of updates that lets a watcher on any node see every update of a thread, in order,
+when several nodes share a database.
+
+Watchers are fed by the process that commits (``_runtime.watch``): a commit's updates are
+published to the watchers of that process once it committed. A watcher on another node
+used to be shown another node's change as the difference between the thread it had been
+shown and the thread read again after the change's notification; a read that came after
+two commits showed them as one, and a state the thread passed through between reads (a
+tool part ``executing``, a run ``running`` again) was never shown there.
+
+So with a ``node_id``, each commit also writes, in its own transaction, one row of
+``pai_updates`` per thread it shows a change of: the updates a watcher of that thread is
+shown (``_store.updates``), numbered ``seq`` per thread (1, 2, 3, ... with no gap: a node
+that finds the next number missing knows it lost rows, not that none were written) and
+marked with the node that wrote them. A node whose watchers follow the thread reads the rows
+after the last it showed (``logged_since``) when notified of a change, and shows them one
+commit at a time, in their order, skipping its own (shown when they committed). Only the
+thread's owner writes it (leases, fencing), and it writes through one connection in commit
+order, so the numbers follow the order in which the changes were committed.
+
+Rows older than :data:`KEPT` seconds go (``prune``, run by ``keep_leases``), all but each
+thread's last, so that numbering goes on from it; a watcher further behind than that finds
+a gap and is shown the thread's difference instead, as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .._core.updates import ThreadUpdate
+from .postgres_connection import Statement
+from .postgres_owners import Fetcher
+from .updates import decode_updates
+
+UPDATES_TABLE = """
+CREATE TABLE IF NOT EXISTS pai_updates (
+    thread_id TEXT COLLATE "C" NOT NULL,
+    seq BIGINT NOT NULL,
+    node_id TEXT NOT NULL,
+    body TEXT NOT NULL,
+    written_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (thread_id, seq)
+);
+CREATE INDEX IF NOT EXISTS pai_updates_by_age ON pai_updates (written_at)
+"""
+"""The nodes' update log: not records of the store (outside its schema versions), created
+with the leases' table."""
+
+KEPT = 300
+"""Seconds a row of the log is kept (each thread's last is kept whatever its age)."""
+
+_LOG = (
+    "INSERT INTO pai_updates (thread_id, seq, node_id, body)"
+    " SELECT $1, coalesce(max(seq), 0) + 1, $2, $3 FROM pai_updates WHERE thread_id = $1"
+)
+_SINCE = "SELECT seq, node_id, body FROM pai_updates WHERE thread_id = $1 AND seq > $2 ORDER BY seq"
+_LAST = "SELECT coalesce(max(seq), 0) FROM pai_updates WHERE thread_id = $1"
+_PRUNE = (
+    "DELETE FROM pai_updates u WHERE written_at < now() - $1::bigint * interval '1 second'"
+    " AND seq < (SELECT max(seq) FROM pai_updates l WHERE l.thread_id = u.thread_id)"
+)
+
+
+@dataclass(frozen=True)
+class LoggedCommit:
+    """One row of the log: what one commit showed of one thread."""
+
+    seq: int
+    node_id: str
+    updates: list[ThreadUpdate]
+
+
+def log_statement(thread_id: str, node_id: str, body: str) -> Statement:
+    """The statement that logs ``body`` (``_store.updates.encode_updates``) as the thread's
+    next row, inside the commit's transaction."""
+    return _LOG, (thread_id, node_id, body)
+
+
+async def logged_since(db: Fetcher, thread_id: str, seq: int) -> list[LoggedCommit]:
+    """The rows of ``thread_id`` after ``seq``, in order."""
+    rows = await db.fetch(_SINCE, thread_id, seq)
+    return [LoggedCommit(int(s), str(n), decode_updates(str(b))) for s, n, b in rows]
+
+
+async def last_logged(db: Fetcher, thread_id: str) -> int:
+    """The number of the thread's last row (0: none yet)."""
+    [(seq,)] = await db.fetch(_LAST, thread_id)
+    return int(seq)
+
+
+async def prune(db: Fetcher, kept: int = KEPT) -> None:
+    """Delete the rows older than ``kept`` seconds, but each thread's last."""
+    await db.fetch(_PRUNE, kept)

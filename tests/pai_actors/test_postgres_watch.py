@@ -1,0 +1,181 @@
+"""Watchers on several nodes of one PostgreSQL database (``_store.postgres_updates``): each
+is shown every update of the thread, in the order committed, whichever node committed it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import trio
+
+from pai_actors import (
+    AgentRuntime,
+    PostgresStore,
+    ToolRegistration,
+    define_agent,
+    define_tool,
+    json_schema,
+)
+from pai_actors._store.postgres_updates import prune
+from pai_actors.testing import ScriptedModel, create_test_runtime, text, tool_call
+
+from .postgres_support import connect, new_database
+
+
+@pytest.fixture
+def database() -> Iterator[str]:
+    with new_database() as url:
+        yield url
+
+
+def payer() -> Any:
+    def pay(ctx: Any) -> str:
+        return "paid"
+
+    tool = define_tool(
+        id="test.pay.v1",
+        description="Pay.",
+        input_schema=json_schema({"type": "object"}),
+        execute=pay,
+    )
+    return define_agent(name="payer", tools={"pay": ToolRegistration(tool, needs_approval=True)})
+
+
+def model() -> ScriptedModel:
+    def step(request: Any) -> Any:
+        answered = type(request.messages[-1]).__name__ == "ModelToolMessage"
+        return text("done") if answered else [tool_call("pay", {})]
+
+    return ScriptedModel([step], repeat_last=True)
+
+
+async def collect(rt: AgentRuntime, thread_id: str, seen: list[Any], *, task_status: Any) -> None:
+    """Watch from a snapshot (empty) until the first run completed."""
+    async with rt.watch(thread_id, snapshot=True) as updates:
+        assert updates.snapshot is not None
+        assert updates.snapshot.messages == ()
+        task_status.started()
+        async for update in updates:
+            seen.append(update.to_wire())
+            if update.type == "run-status" and update.run.status == "completed":
+                return
+
+
+def statuses(seen: list[Any]) -> list[str]:
+    return [u["run"]["status"] for u in seen if u["type"] == "run-status"]
+
+
+async def test_watchers_on_two_nodes_see_the_same_updates_in_the_order_committed(
+    database: str,
+) -> None:
+    """Node b runs the conversation up to the approval; the approval, submitted on node a,
+    resumes it there. A watcher on each node is shown every update, both the same, in
+    order: the tool part's and the run's states in between included, whichever node wrote
+    them."""
+    with (
+        trio.fail_after(30),
+        PostgresStore(database, node_id="a") as store_a,
+        PostgresStore(database, node_id="b") as store_b,
+    ):
+        async with (
+            create_test_runtime(payer(), model=model(), store=store_a) as a,
+            create_test_runtime(payer(), model=model(), store=store_b) as b,
+        ):
+            thread_id = await b.create_thread("s")
+            seen_a: list[Any] = []
+            seen_b: list[Any] = []
+            async with trio.open_nursery() as nursery:
+                await nursery.start(collect, a, thread_id, seen_a)
+                await nursery.start(collect, b, thread_id, seen_b)
+                await b.send(thread_id, "pay")
+                await a.wait_idle(thread_id)
+                [action] = await a.pending_actions(thread_id)
+                assert (await action.submit({"approved": True})).status == "accepted"
+            final = await b.get_state(thread_id)
+    assert seen_a == seen_b
+    assert statuses(seen_a) == ["running", "waiting", "running", "completed"]
+    tool_states = [u["part"]["state"] for u in seen_a if u["type"] == "tool-part-updated"]
+    assert tool_states[-2:] == ["approval-responded", "output-available"]
+    messages: dict[str, Any] = {}
+    for update in seen_a:
+        if update["type"] in ("message-appended", "message-replaced"):
+            messages[update["message"]["id"]] = update["message"]
+    assert list(messages.values()) == [m.to_wire() for m in final.messages]
+
+
+async def test_a_watcher_behind_what_the_log_keeps_is_shown_the_difference(
+    database: str,
+) -> None:
+    """Rows of the log that a watcher had not been shown are gone (pruned): it is shown
+    the difference between what it was shown and the thread as stored, and then every
+    logged change again."""
+    with (
+        trio.fail_after(30),
+        PostgresStore(database, node_id="a") as store_a,
+        PostgresStore(database, node_id="b") as store_b,
+    ):
+        async with (
+            create_test_runtime(payer(), model=model(), store=store_a) as a,
+            create_test_runtime(payer(), model=model(), store=store_b) as b,
+        ):
+            thread_id = await b.create_thread("s")
+            seen: list[Any] = []
+            async with a.watch(thread_id, snapshot=True) as updates:
+                with connect(database) as db:  # b's first row comes after ten pruned
+                    db.execute(
+                        "CREATE FUNCTION gap() RETURNS trigger LANGUAGE plpgsql AS"
+                        " $$ BEGIN IF NEW.seq = 1 THEN NEW.seq := 11; END IF; RETURN NEW; END $$;"
+                        " CREATE TRIGGER gap BEFORE INSERT ON pai_updates"
+                        " FOR EACH ROW EXECUTE FUNCTION gap()"
+                    )
+                await b.send(thread_id, "pay")
+                async for update in updates:
+                    seen.append(update.to_wire())
+                    if update.type == "run-status" and update.run.status == "waiting":
+                        break
+                [action] = await b.pending_actions(thread_id)
+                await action.submit({"approved": True})
+                async for update in updates:
+                    seen.append(update.to_wire())
+                    if update.type == "run-status" and update.run.status == "completed":
+                        break
+            final = await b.get_state(thread_id)
+    assert statuses(seen)[-2:] == ["running", "completed"]
+    messages: dict[str, Any] = {}
+    for update in seen:
+        if update["type"] in ("message-appended", "message-replaced"):
+            messages[update["message"]["id"]] = update["message"]
+        elif update["type"] == "tool-part-updated":
+            message = messages[update["messageId"]]
+            message["parts"] = [
+                update["part"] if p.get("toolCallId") == update["part"]["toolCallId"] else p
+                for p in message["parts"]
+            ]
+    assert list(messages.values()) == [m.to_wire() for m in final.messages]
+
+
+async def test_pruning_keeps_each_threads_last_logged_change(database: str) -> None:
+    with trio.fail_after(30), PostgresStore(database, node_id="a") as store:
+        async with create_test_runtime(payer(), model=model(), store=store) as rt:
+            one, two = await rt.create_thread("s"), await rt.create_thread("s")
+            await rt.send(one, "pay")
+            await rt.wait_idle(one)
+            await rt.send(two, "pay")
+            await rt.wait_idle(two)
+            last = await store.last_logged(one)
+            assert last > 1
+            assert [c.seq for c in await store.logged_since(one, 0)] == list(range(1, last + 1))
+            with connect(database) as db:
+                db.execute("UPDATE pai_updates SET written_at = now() - interval '1 hour'")
+                db.execute("UPDATE pai_updates SET written_at = now() WHERE thread_id = %s", (two,))
+            await prune(store._pool)  # (what keep_leases runs once a minute)
+            assert [c.seq for c in await store.logged_since(one, 0)] == [last]
+            assert len(await store.logged_since(two, 0)) == await store.last_logged(two)
+            # numbering goes on from the last row kept
+            [action] = await rt.pending_actions(one)
+            await action.submit({"approved": True})
+            await rt.wait_idle(one)
+            seqs = [c.seq for c in await store.logged_since(one, 0)]
+            assert seqs == list(range(last, last + len(seqs)))
+            assert len(seqs) > 1
