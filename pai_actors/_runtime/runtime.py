@@ -707,7 +707,7 @@ class AgentRuntime:
         if seq is None:
             return False
         logged = await self._store.logged_since(thread_id, seq)  # type: ignore[attr-defined]
-        if logged and logged[0].seq != seq + 1:
+        if logged and logged[0].prev != seq:
             return False
         own = self._store.node_id  # type: ignore[attr-defined]
         for change in logged:

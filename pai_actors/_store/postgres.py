@@ -88,7 +88,14 @@ from .postgres_requests import (
 from .postgres_requests import answer as answer_request
 from .postgres_requests import forward as forward_request
 from .postgres_schema import migrate
-from .postgres_updates import UPDATES_TABLE, LoggedCommit, last_logged, logged_since, prune
+from .postgres_updates import (
+    PRUNE_EVERY,
+    UPDATES_TABLE,
+    LoggedCommit,
+    last_logged,
+    logged_since,
+    prune,
+)
 from .postgres_writes import apply_writes
 from .sqlite import _messages
 from .sqlite_mirror import Mirror, MirroredThread
@@ -97,9 +104,6 @@ from .sqlite_writes import instant_us
 R = TypeVar("R", bound=pydantic.BaseModel)
 
 _log = logging.getLogger("pai_actors.store")
-
-_PRUNE_EVERY = 60.0
-"""Seconds between two prunings of the update log by a node's ``keep_leases``."""
 
 
 class PostgresStore(ClosingStore):
@@ -417,7 +421,7 @@ class PostgresStore(ClosingStore):
                 await owners.release_idle(self._pool)
             except StoreError:
                 _log.warning("renewing the leases of node %r failed", owners.node_id, exc_info=True)
-            if trio.current_time() - pruned_at >= _PRUNE_EVERY:
+            if trio.current_time() - pruned_at >= PRUNE_EVERY:
                 pruned_at = trio.current_time()
                 try:
                     await prune(self._pool)
@@ -478,8 +482,8 @@ class PostgresStore(ClosingStore):
     async def logged_since(self, thread_id: str, seq: int) -> list[LoggedCommit]:
         """The changes of ``thread_id`` committed after the ``seq``-th (by any node), as
         the updates each showed its watchers, in commit order (``_store.postgres_updates``).
-        Rows older than five minutes may be gone: a first ``seq`` that is not ``seq + 1``
-        says so. Only for a store with a ``node_id``."""
+        Rows older than a minute may be gone: a first ``prev`` that is not ``seq`` says
+        so. Only for a store with a ``node_id``."""
         self._need_owners()
         return await logged_since(self._pool, thread_id, seq)
 

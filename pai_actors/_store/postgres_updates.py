@@ -10,17 +10,22 @@ tool part ``executing``, a run ``running`` again) was never shown there.
 
 So with a ``node_id``, each commit also writes, in its own transaction, one row of
 ``pai_updates`` per thread it shows a change of: the updates a watcher of that thread is
-shown (``_store.updates``), numbered ``seq`` per thread (1, 2, 3, ... with no gap: a node
-that finds the next number missing knows it lost rows, not that none were written) and
-marked with the node that wrote them. A node whose watchers follow the thread reads the rows
-after the last it showed (``logged_since``) when notified of a change, and shows them one
-commit at a time, in their order, skipping its own (shown when they committed). Only the
-thread's owner writes it (leases, fencing), and it writes through one connection in commit
-order, so the numbers follow the order in which the changes were committed.
+shown (``_store.updates``), numbered ``seq`` from a sequence, with the number of the
+thread's row before it (``prev``, 0 for none), and marked with the node that wrote it. A
+node whose watchers follow the thread reads the rows after the last it showed
+(``logged_since``) when notified of a change, and shows them one commit at a time, in their
+order, skipping its own (shown when they committed). Only the thread's owner writes it
+(leases, fencing), through one connection, in commit order, so the numbers follow the order
+in which the changes were committed; a first row whose ``prev`` is not the last row shown
+says rows were lost.
 
-Rows older than :data:`KEPT` seconds go (``prune``, run by ``keep_leases``), all but each
-thread's last, so that numbering goes on from it; a watcher further behind than that finds
-a gap and is shown the thread's difference instead, as before.
+The log only delivers updates (the thread's tables are what is stored), so it is an
+``UNLOGGED`` table: no write-ahead log, nothing to fsync. A crash of the server empties it
+(a failover to a standby finds it empty); the sequence is logged, so the rows written after
+are numbered past every earlier one, and their ``prev`` (0) shows the loss. Rows older than
+:data:`KEPT` seconds go (``prune``, run by ``keep_leases``), all but each thread's last, so
+that ``prev`` goes on from it. A watcher that finds rows lost is shown the difference
+between what it was shown and the thread read again.
 """
 
 from __future__ import annotations
@@ -33,27 +38,35 @@ from .postgres_owners import Fetcher
 from .updates import decode_updates
 
 UPDATES_TABLE = """
-CREATE TABLE IF NOT EXISTS pai_updates (
+CREATE SEQUENCE IF NOT EXISTS pai_updates_seq;
+CREATE UNLOGGED TABLE IF NOT EXISTS pai_updates (
     thread_id TEXT COLLATE "C" NOT NULL,
     seq BIGINT NOT NULL,
+    prev BIGINT NOT NULL,
     node_id TEXT NOT NULL,
     body TEXT NOT NULL,
     written_at TIMESTAMPTZ NOT NULL DEFAULT now(),
     PRIMARY KEY (thread_id, seq)
-);
-CREATE INDEX IF NOT EXISTS pai_updates_by_age ON pai_updates (written_at)
+)
 """
 """The nodes' update log: not records of the store (outside its schema versions), created
 with the leases' table."""
 
-KEPT = 300
+KEPT = 60
 """Seconds a row of the log is kept (each thread's last is kept whatever its age)."""
 
+PRUNE_EVERY = 60.0
+"""Seconds between two prunings by a node's ``keep_leases``."""
+
 _LOG = (
-    "INSERT INTO pai_updates (thread_id, seq, node_id, body)"
-    " SELECT $1, coalesce(max(seq), 0) + 1, $2, $3 FROM pai_updates WHERE thread_id = $1"
+    "INSERT INTO pai_updates (thread_id, seq, prev, node_id, body)"
+    " SELECT $1, nextval('pai_updates_seq'), coalesce(max(seq), 0), $2, $3"
+    " FROM pai_updates WHERE thread_id = $1"
 )
-_SINCE = "SELECT seq, node_id, body FROM pai_updates WHERE thread_id = $1 AND seq > $2 ORDER BY seq"
+_SINCE = (
+    "SELECT seq, prev, node_id, body FROM pai_updates WHERE thread_id = $1 AND seq > $2"
+    " ORDER BY seq"
+)
 _LAST = "SELECT coalesce(max(seq), 0) FROM pai_updates WHERE thread_id = $1"
 _PRUNE = (
     "DELETE FROM pai_updates u WHERE written_at < now() - $1::bigint * interval '1 second'"
@@ -66,6 +79,7 @@ class LoggedCommit:
     """One row of the log: what one commit showed of one thread."""
 
     seq: int
+    prev: int  # the number of the thread's row before it (0: none)
     node_id: str
     updates: list[ThreadUpdate]
 
@@ -79,7 +93,7 @@ def log_statement(thread_id: str, node_id: str, body: str) -> Statement:
 async def logged_since(db: Fetcher, thread_id: str, seq: int) -> list[LoggedCommit]:
     """The rows of ``thread_id`` after ``seq``, in order."""
     rows = await db.fetch(_SINCE, thread_id, seq)
-    return [LoggedCommit(int(s), str(n), decode_updates(str(b))) for s, n, b in rows]
+    return [LoggedCommit(int(s), int(p), str(n), decode_updates(str(b))) for s, p, n, b in rows]
 
 
 async def last_logged(db: Fetcher, thread_id: str) -> int:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from pydantic import TypeAdapter
 
+from .._core.json import JsonValue
 from .._core.updates import (
     MessageAppended,
     MessageReplaced,
@@ -50,11 +51,33 @@ def threads_shown(writes: Sequence[Write]) -> frozenset[str]:
 
 
 def encoded_updates(writes: Sequence[Write]) -> dict[str, str]:
-    """The updates ``writes`` show, by thread, each thread's as JSON text (a list of the
-    updates' wire forms, in order)."""
-    by_thread: dict[str, list[object]] = {}
-    for update in updates_of(writes):
-        by_thread.setdefault(update.thread_id, []).append(update.to_wire())
+    """The updates ``writes`` show, by thread, each thread's as JSON text: the list of the
+    updates' wire forms (``to_wire()`` of those :func:`updates_of` makes), in order. Made
+    from the writes directly: this runs for every commit of a node."""
+    by_thread: dict[str, list[JsonValue]] = {}
+    for write in writes:
+        if isinstance(write, AppendMessage | ReplaceMessage):
+            kind = "message-appended" if isinstance(write, AppendMessage) else "message-replaced"
+            thread_id = write.thread_id
+            wire: JsonValue = {
+                "type": kind,
+                "threadId": thread_id,
+                "message": write.message.to_wire(),
+            }
+        elif isinstance(write, PutToolPart):
+            thread_id = write.thread_id
+            wire = {
+                "type": "tool-part-updated",
+                "threadId": thread_id,
+                "messageId": write.message_id,
+                "part": write.part.to_wire(),
+            }
+        elif isinstance(write, PutRun):
+            thread_id = write.run.thread_id
+            wire = {"type": "run-status", "threadId": thread_id, "run": write.run.state.to_wire()}
+        else:
+            continue
+        by_thread.setdefault(thread_id, []).append(wire)
     return {t: json.dumps(u, separators=(",", ":")) for t, u in by_thread.items()}
 
 

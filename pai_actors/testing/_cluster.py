@@ -44,6 +44,7 @@ look for the runs of stopped nodes every half lease)::
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -58,6 +59,7 @@ from .._runtime.clock import trio_clock
 from .._runtime.create import counter_ids, create_agent_runtime
 from .._runtime.runtime import AgentRuntime
 from .._store import postgres_requests as requests
+from .._store import postgres_updates as updates
 from .._store.base import Transaction, Write
 from .._store.memory import MemoryStore
 from .._store.memory import _apply as apply_writes  # (staged with the leases: see commit)
@@ -164,7 +166,7 @@ class NodeStore:
         ``PostgresStore.commit`` does in one transaction, done here in one step."""
         await self._reach()
         owners, backing = self._owners, self._shared.backing
-        commit = Commit(writes)
+        commit = Commit(writes, log_as=self.node_id)
         written = sorted(set(thread_ids([commit])))
         db = self._shared.connect(self, autocommit=False)
         # Nothing below checkpoints until the commit is installed: a refusal (raised here)
@@ -172,6 +174,8 @@ class NodeStore:
         # changed without the other.
         claimed = await owners.claim(db, written)
         db.write(apply_writes(backing.tables, writes, backing.sequence), writes)
+        for sql, params in commit.log:  # the updates it shows, for the other nodes' watchers
+            await db.fetch(sql, *params)
         released = await owners.release(db, claimed, stopped(commit))
         await owners.announce(db, written)
         db.commit()
@@ -234,12 +238,16 @@ class NodeStore:
         once and then every third of a lease, until cancelled (``nursery.start`` returns
         after the first round). Paused, the node renews nothing; killed, it stops."""
         owners = self._owners
+        pruned_at = -math.inf
         while True:
             try:
                 await self._reach()
                 db = self._shared.connect(self, autocommit=True)
                 await owners.renew(db)
                 await owners.release_idle(db)
+                if trio.current_time() - pruned_at >= updates.PRUNE_EVERY:
+                    pruned_at = trio.current_time()
+                    await updates.prune(db)
             except StoreError:
                 if self._killed:  # a process gone renews nothing
                     task_status.started()
@@ -288,6 +296,21 @@ class NodeStore:
                 elif channel == ANSWERED and answered is not None:
                     answered(int(payload))
         await trio.sleep_forever()  # killed: it hears nothing more (its tasks are the caller's)
+
+    async def logged_since(self, thread_id: str, seq: int) -> list[updates.LoggedCommit]:
+        """The changes of ``thread_id`` logged after the ``seq``-th, in commit order."""
+        await self._reach()
+        db = self._shared.connect(self, autocommit=True)
+        logged = await updates.logged_since(db, thread_id, seq)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return logged
+
+    async def last_logged(self, thread_id: str) -> int:
+        """The number of the last change of ``thread_id`` in the log (0: none yet)."""
+        await self._reach()
+        last = await updates.last_logged(self._shared.connect(self, autocommit=True), thread_id)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return last
 
     async def forward(self, thread_id: str, request: dict[str, Any]) -> int:
         """Store ``request`` for the node that owns ``thread_id`` and wake it; its id."""

@@ -1,17 +1,18 @@
 """:class:`SharedMemory`: the database several simulated nodes share (``_cluster``), in memory.
 
 It holds what one PostgreSQL database holds for ``PostgresStore(url, node_id=...)``
-processes: the records (a :class:`~pai_actors.MemoryStore`'s data), the nodes' two tables
-(the leases, ``pai_thread_owners``, and the requests between nodes, ``pai_requests``), and
-the notifications a commit sends (``LISTEN``/``NOTIFY``).
+processes: the records (a :class:`~pai_actors.MemoryStore`'s data), the nodes' three
+tables (the leases, ``pai_thread_owners``, the requests between nodes, ``pai_requests``, and
+the log of the updates each commit showed, ``pai_updates``), and the notifications a commit
+sends (``LISTEN``/``NOTIFY``).
 
 The node's side of the protocol is PostgreSQL's own code, run unchanged
 (:class:`~pai_actors._store.postgres_owners.Owners`, ``orphaned_threads``, the functions of
-``postgres_requests``): it sends its statements to a :class:`Database`, which does what
-each does in PostgreSQL, on persistent maps (``immutables.Map``, as the
-:class:`~pai_actors.MemoryStore` holds its records). A statement is known by the constant
-it is in those modules (:data:`_STATEMENTS`); one added there is refused here, saying so,
-until it is taught.
+``postgres_requests`` and ``postgres_updates``): it sends its statements to a
+:class:`Database`, which does what each does in PostgreSQL, on persistent maps
+(``immutables.Map``, as the :class:`~pai_actors.MemoryStore` holds its records). A statement
+is known by the constant it is in those modules (:data:`_STATEMENTS`); one added there is
+refused here, saying so, until it is taught.
 
 Time is ``trio.current_time()``: under ``trio.testing.MockClock``, virtual seconds, so a
 lease expires at the same instant in every run.
@@ -32,6 +33,7 @@ from immutables import Map
 from .._core.errors import StoreError
 from .._store import postgres_owners as owners_sql
 from .._store import postgres_requests as requests_sql
+from .._store import postgres_updates as updates_sql
 from .._store.base import PutRun, Write
 from .._store.memory import MemoryBacking, MemoryStore
 from .._store.memory import _Tables as Records
@@ -65,11 +67,24 @@ class Request:
 
 
 @dataclass(frozen=True, slots=True)
+class Logged:
+    """A row of ``pai_updates``: what one commit showed of one thread."""
+
+    seq: int
+    prev: int
+    node_id: str
+    body: str
+    written_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class NodeTables:
     """The nodes' tables at one commit. Never mutated: a transaction makes the next one."""
 
     leases: Map[str, Lease] = field(default_factory=Map)
     requests: Map[int, Request] = field(default_factory=Map)
+    # by thread: its rows of the update log (``postgres_updates``), oldest first
+    updates: Map[str, tuple[Logged, ...]] = field(default_factory=Map)
 
 
 Note = tuple[str, str, object]
@@ -97,6 +112,7 @@ class SharedMemory:
         self.store = MemoryStore(self.backing)
         self.tables = NodeTables()
         self._request_ids = itertools.count(1)
+        self._update_seqs = itertools.count(1)  # (``pai_updates_seq``)
         # run id -> its creation number (``runs.seq``): the runs already there first
         self._run_order = {
             run_id: number
@@ -233,6 +249,9 @@ class Database:
 
     def set_requests(self, requests: Map[int, Request]) -> None:
         self.tables = replace(self.tables, requests=requests)
+
+    def set_updates(self, updates: Map[str, tuple[Logged, ...]]) -> None:
+        self.tables = replace(self.tables, updates=updates)
 
     def held(self, node_id: str, pairs: str) -> Iterable[tuple[str, Lease]]:
         """The leases of ``pairs`` (JSON: thread id and epoch) ``node_id`` holds at that
@@ -379,6 +398,37 @@ def _withdraw(db: Database, request_id: int) -> list[Row]:
     return []
 
 
+def _log(db: Database, thread_id: str, node_id: str, body: str) -> list[Row]:
+    rows = db.tables.updates.get(thread_id, ())
+    prev = rows[-1].seq if rows else 0
+    row = Logged(next(db.shared._update_seqs), prev, node_id, body, db.now)
+    db.set_updates(db.tables.updates.set(thread_id, (*rows, row)))
+    return []
+
+
+def _since(db: Database, thread_id: str, seq: int) -> list[Row]:
+    return [
+        (row.seq, row.prev, row.node_id, row.body)
+        for row in db.tables.updates.get(thread_id, ())
+        if row.seq > seq
+    ]
+
+
+def _last(db: Database, thread_id: str) -> list[Row]:
+    rows = db.tables.updates.get(thread_id, ())
+    return [(rows[-1].seq if rows else 0,)]
+
+
+def _prune(db: Database, kept: int) -> list[Row]:
+    changed = db.tables.updates.mutate()
+    for thread_id, rows in db.tables.updates.items():
+        left = tuple(r for r in rows[:-1] if r.written_at >= db.now - kept) + rows[-1:]
+        if left != rows:
+            changed[thread_id] = left
+    db.set_updates(changed.finish())
+    return []
+
+
 _STATEMENTS: Mapping[str, Callable[..., list[Row]]] = {
     owners_sql._RENEW: _renew,
     owners_sql._RENEW_WRITTEN: _renew,
@@ -394,6 +444,10 @@ _STATEMENTS: Mapping[str, Callable[..., list[Row]]] = {
     requests_sql._ANSWER: _answer,
     requests_sql._TAKE_ANSWER: _take_answer,
     requests_sql._WITHDRAW: _withdraw,
+    updates_sql._LOG: _log,
+    updates_sql._SINCE: _since,
+    updates_sql._LAST: _last,
+    updates_sql._PRUNE: _prune,
 }
 """Each statement the node protocol runs, and what does it here (private constants of the
 PostgreSQL modules: a statement added there is refused here until it is taught)."""

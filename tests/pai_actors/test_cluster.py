@@ -634,6 +634,46 @@ async def test_a_watcher_on_one_node_sees_a_run_driven_on_another(
     assert final.messages[-1].parts[-1].text == "done"  # type: ignore[union-attr]
 
 
+async def test_watchers_on_two_nodes_see_the_same_updates_in_the_order_committed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Node b runs the conversation up to the approval; submitted on node a, the approval
+    resumes it there. A watcher on each node is shown the same updates, every one, in the
+    order committed, whichever node committed them (the update log)."""
+    shared = SharedMemory()
+    release = trio.Event()
+    release.set()  # the run waits on the approval alone: b gives the thread up
+
+    async def collect(node: Node, seen: list[Any], *, task_status: Any) -> None:
+        async with node.rt.watch(thread_id, snapshot=True) as updates:
+            task_status.started()
+            async for update in updates:
+                seen.append(update.to_wire())
+                if update.type == "run-status" and update.run.status == "completed":
+                    return
+
+    async with nodes(shared, payer(release), payer_model, "a", "b") as [a, b]:
+        thread_id = await b.rt.create_thread("s")
+        seen_a: list[Any] = []
+        seen_b: list[Any] = []
+        async with trio.open_nursery() as nursery:
+            await nursery.start(collect, a, seen_a)
+            await nursery.start(collect, b, seen_b)
+            await b.rt.send(thread_id, "pay")
+            await a.rt.wait_idle(thread_id)
+            [action] = await a.rt.pending_actions(thread_id)
+            assert (await action.submit({"approved": True})).status == "accepted"
+        final = await a.rt.get_state(thread_id)
+    assert seen_a == seen_b
+    runs = [u["run"]["status"] for u in seen_a if u["type"] == "run-status"]
+    assert runs == ["running", "waiting", "running", "completed"]
+    messages: dict[str, Any] = {}
+    for update in seen_a:
+        if update["type"] in ("message-appended", "message-replaced"):
+            messages[update["message"]["id"]] = update["message"]
+    assert list(messages.values()) == [m.to_wire() for m in final.messages]
+
+
 async def test_a_sub_agent_ending_on_another_node_has_its_caller_settled_by_the_owner(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
