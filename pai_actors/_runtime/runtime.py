@@ -112,6 +112,7 @@ from .admission import (
 )
 from .call import backoff, resumable
 from .deadlines import DeadlineTimer, fire_deadline
+from .elsewhere import Elsewhere
 from .forwarding import Answer, Forwarding, Request, raise_error
 from .live import LiveRun
 from .loading import (
@@ -251,8 +252,7 @@ class AgentRuntime:
         # A store shared with other nodes (PostgresStore with a node_id) says when another
         # node took a thread over: what this runtime settled of it is stale then.
         self._following = False  # whether other processes' changes reach the watchers
-        self._catching_up: set[str] = set()  # threads whose change is to be read
-        self._catch_up_locks: dict[str, trio.Lock] = {}
+        self._elsewhere: Elsewhere | None = None  # (what they are shown of them)
         self._shared = getattr(store, "node_id", None) is not None  # with other nodes
         # Requests for threads another node drives are handed to it (``_runtime.forwarding``).
         self._forwarding: Forwarding | None = None
@@ -268,7 +268,7 @@ class AgentRuntime:
             store=store,
             transaction=self._transaction,
             publish=self._publish,
-            watched_for_deltas=self._hub.watched_for_deltas,
+            watched_for_deltas=self._watched_for_deltas,
             new_id=new_id,
             now=clock,
             blocking=self._blocking,
@@ -342,17 +342,25 @@ class AgentRuntime:
         follow = getattr(self._store, "follow_other_nodes", None)
         if follow is not None and self._forwarding is not None:
             forwarding, nursery = self._forwarding, self._nursery
+            elsewhere = self._elsewhere = Elsewhere(
+                self._store, self._hub, self._read_state, nursery
+            )
             await nursery.start(
                 functools.partial(
                     follow,
                     self._changed_elsewhere,
                     requested=lambda thread_id: forwarding.requested(thread_id, nursery),
                     answered=forwarding.answered,
+                    live=elsewhere.received,
+                    watching=elsewhere.watching,
                 )
             )
+            await nursery.start(elsewhere.run)
             self._following = True
-            if hasattr(self._store, "logged_since"):  # it logs every change of a thread
-                self._hub.catch_up_first = self._catch_up
+            if elsewhere.logs:
+                self._hub.catch_up_first = functools.partial(elsewhere.catch_up, everything=True)
+            if elsewhere.live:
+                self._hub.before_commit = elsewhere.flush
         return self
 
     async def __aexit__(
@@ -440,8 +448,11 @@ class AgentRuntime:
         return PublishingTransaction(self._store, self._hub, self._deadlines.note)
 
     def _publish(self, update: ThreadUpdateOrDelta) -> None:
-        """Send ``update`` (transient tool data) to the watchers connected now."""
+        """Send ``update`` (never stored: a text fragment, transient tool data) to the
+        watchers connected now, here and on other nodes."""
         self._hub.publish((update,))
+        if self._elsewhere is not None:
+            self._elsewhere.offer(update)
 
     def _notify(self, thread_id: str) -> None:
         """Wake the ``wait_idle`` calls of ``thread_id`` if it is idle now.
@@ -670,62 +681,28 @@ class AgentRuntime:
             )
         return found
 
-    def _changed_elsewhere(self, thread_id: str) -> None:
+    def _changed_elsewhere(self, thread_id: str, logged: int | None = None) -> None:
         """Another process committed a change to ``thread_id`` (a store shared by several
-        nodes): what this runtime settled of it is stale, and its watchers here are shown
-        the change, read from the store, as updates."""
+        nodes; ``logged``: the last row of the thread's update log it wrote): what this
+        runtime settled of it is stale, and its watchers here are shown the change
+        (``_runtime.elsewhere``)."""
         self._thread_lost(thread_id)
         if thread_id in self._elsewhere_waits:
             self._elsewhere_waits.pop(thread_id).set()
-        if self._hub.followed(thread_id) and thread_id not in self._catching_up:
-            self._catching_up.add(thread_id)
-            assert self._nursery is not None
-            self._nursery.start_soon(self._catch_up, thread_id)
-
-    async def _catch_up(self, thread_id: str) -> None:
-        """Show the watchers of a followed thread the changes other processes committed
-        since they were last shown one: each logged change in order, where the store logs
-        them (``_store.postgres_updates``) and none was missed, else the difference between
-        what they were shown and the thread read again."""
-        # One reader of a thread at a time, so that its watchers are shown its states in
-        # the order they were read (a later read never published before an earlier one).
-        lock = self._catch_up_locks.setdefault(thread_id, trio.Lock())
-        async with lock:
-            self._catching_up.discard(thread_id)  # a change from now on: read again
-            try:
-                if self._hub.followed(thread_id) and not await self._show_logged(thread_id):
-                    self._hub.catch_up(*await self._read_followed(thread_id))
-            except PaiError:  # the store failed: the next change reads it again
-                _log.exception("showing %r's watchers another node's change failed", thread_id)
-        if not lock.locked() and not lock.statistics().tasks_waiting:
-            self._catch_up_locks.pop(thread_id, None)
-
-    async def _show_logged(self, thread_id: str) -> bool:
-        """Show a followed thread's watchers the changes logged after the last they were
-        shown; ``False`` if that is not known, or some were no longer in the log."""
-        seq = self._hub.logged(thread_id)
-        if seq is None:
-            return False
-        logged = await self._store.logged_since(thread_id, seq)  # type: ignore[attr-defined]
-        if logged and logged[0].prev != seq:
-            return False
-        own = self._store.node_id  # type: ignore[attr-defined]
-        for change in logged:
-            self._hub.publish_logged(
-                thread_id, change.seq, change.updates, own=change.node_id == own
-            )
-        return True
+        if self._elsewhere is not None:
+            self._elsewhere.changed(thread_id, logged)
 
     async def _read_followed(self, thread_id: str) -> tuple[ThreadState, int | None]:
-        """The thread's state; and, where the store logs every change, the number of the
-        last logged change the state holds (``None``: unknown, as when one was committed
-        while the state was read)."""
-        if self._hub.catch_up_first is None:
+        """The thread's state, and the last row of its update log it holds (if known)."""
+        if self._elsewhere is None:
             return await self._read_state(thread_id), None
-        before = await self._store.last_logged(thread_id)  # type: ignore[attr-defined]
-        state = await self._read_state(thread_id)
-        after = await self._store.last_logged(thread_id)  # type: ignore[attr-defined]
-        return state, before if before == after else None
+        return await self._elsewhere.read_followed(thread_id)
+
+    def _watched_for_deltas(self, thread_id: str) -> bool:
+        """Whether a watcher here or on another node takes the thread's text fragments."""
+        return self._hub.watched_for_deltas(thread_id) or (
+            self._elsewhere is not None and self._elsewhere.watched(thread_id)
+        )
 
     async def _follow(
         self, thread_id: str, state: ThreadState | None = None, logged: int | None = None
@@ -736,7 +713,10 @@ class AgentRuntime:
         if self._following:
             if state is None:
                 state, logged = await self._read_followed(thread_id)
-            self._hub.follow(state, logged)
+            if not self._hub.followed(thread_id):
+                self._hub.follow(state, logged)
+                if self._elsewhere is not None and self._hub.followed(thread_id):
+                    await self._elsewhere.followed(thread_id)
 
     def _thread_fenced(self, thread_id: str) -> None:
         """Another node took ``thread_id`` from this one (its lease lapsed): the run this
@@ -1321,7 +1301,7 @@ class AgentRuntime:
             tries += 1
             if logged is not None:
                 watcher.logged = logged
-            elif self._hub.catch_up_first is not None and tries < _SNAPSHOT_TRIES:
+            elif self._elsewhere is not None and self._elsewhere.logs and tries < _SNAPSHOT_TRIES:
                 watcher.dirty = True
             if not watcher.dirty:
                 break

@@ -188,6 +188,9 @@ class WatchHub:
     # committed before this runtime's own, which it publishes next (see
     # ``PublishingTransaction``).
     catch_up_first: Callable[[str], Awaitable[None]] | None = None
+    # Where updates never stored are sent to other nodes: before a commit, what waits until
+    # those made before it are sent, if any (they reach the other nodes before its notice).
+    before_commit: Callable[[], Awaitable[None] | None] | None = None
 
     def follow(self, state: ThreadState, logged: int | None = None) -> None:
         """Keep what the watchers of ``state``'s thread are shown from ``state`` on (their
@@ -228,6 +231,9 @@ class WatchHub:
 
     def followed(self, thread_id: str) -> bool:
         return thread_id in self._baselines
+
+    def followed_threads(self) -> list[str]:
+        return list(self._baselines)
 
     def begin(self, thread_ids: frozenset[str]) -> None:
         """A commit showing writes of ``thread_ids`` begins (its updates are not published)."""
@@ -404,6 +410,9 @@ class PublishingTransaction(Transaction):
         tb: TracebackType | None,
     ) -> None:
         writes = self.writes
+        before = self._hub.before_commit
+        if exc_type is None and before is not None and (sent := before()) is not None:
+            await sent
         shown = threads_shown(writes) if exc_type is None else frozenset()
         self._hub.begin(shown)
         try:

@@ -38,6 +38,7 @@ was in flight leaves its outcome unknown, as with any client of a database serve
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import math
 from collections.abc import Callable, Iterable, Sequence
@@ -58,6 +59,7 @@ from .._core.records import (
     ThreadRecord,
     UploadedFile,
 )
+from .._core.updates import ThreadUpdateOrDelta
 from .base import (
     ClosingStore,
     Transaction,
@@ -89,10 +91,14 @@ from .postgres_requests import answer as answer_request
 from .postgres_requests import forward as forward_request
 from .postgres_schema import migrate
 from .postgres_updates import (
+    LIVE,
     PRUNE_EVERY,
     UPDATES_TABLE,
+    WATCHING,
     LoggedCommit,
+    decode_live,
     last_logged,
+    live_payloads,
     logged_since,
     prune,
 )
@@ -440,29 +446,31 @@ class PostgresStore(ClosingStore):
 
     async def follow_other_nodes(
         self,
-        changed: Callable[[str], None],
+        changed: Callable[[str, int], None],
         *,
         requested: Callable[[str], None] | None = None,
         answered: Callable[[int], None] | None = None,
+        live: Callable[[ThreadUpdateOrDelta], None] | None = None,
+        watching: Callable[[str], None] | None = None,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Call ``changed(thread_id)`` each time another node commits a change to a thread,
-        until cancelled: a connection of its own ``LISTEN``s to what every node's commits
-        announce (``NOTIFY``, delivered at commit, in commit order); this node's own are
-        left out. With ``requested``, also ``requested(thread_id)`` when another node
-        stores a request for the owner of ``thread_id`` (:meth:`forward`), and with
-        ``answered``, ``answered(request_id)`` when a node answers one. ``nursery.start``
-        returns once it listens."""
-        self._need_owners()
-        channels = {CHANGES: changed}
-        if requested is not None:
-            channels[REQUESTED] = requested
+        """Call ``changed(thread_id, logged)`` each time another node commits a change to a
+        thread (``logged``: the number of its last row in the update log then, see
+        :meth:`logged_since`), until cancelled: a connection of its own ``LISTEN``s to what
+        every node's commits announce (``NOTIFY``, delivered at commit, in commit order);
+        this node's own are left out. With ``requested``, also ``requested(thread_id)`` when
+        another node stores a request for the owner of ``thread_id`` (:meth:`forward`); with
+        ``answered``, ``answered(request_id)`` when a node answers one; with ``live``,
+        ``live(update)`` for each update another node sent its watchers without storing it
+        (:meth:`send_live`), in order with the changes; with ``watching``,
+        ``watching(thread_id)`` when another node says it has watchers of the thread
+        (:meth:`announce_watching`). ``nursery.start`` returns once it listens."""
+        node_id = self._need_owners().node_id
+        channels = [CHANGES, REQUESTED, ANSWERED, LIVE, WATCHING]
         db = await self._pool.connect()
         try:
             for channel in channels:
                 await db.execute(f"LISTEN {channel}")
-            if answered is not None:
-                await db.execute(f"LISTEN {ANSWERED}")
             task_status.started()
             pgconn = db.pgconn
             while True:
@@ -474,10 +482,43 @@ class PostgresStore(ClosingStore):
                     if channel == ANSWERED:
                         if answered is not None:
                             answered(int(extra))
-                    elif channel == REQUESTED or note.be_pid != own:
-                        channels[channel](extra)
+                    elif channel == REQUESTED:
+                        if requested is not None:
+                            requested(extra)
+                    elif channel == CHANGES:
+                        if note.be_pid != own:
+                            thread_id, _, logged = extra.rpartition(" ")
+                            changed(thread_id, int(logged))
+                    else:  # LIVE or WATCHING: [node id, what it says]
+                        sender, said = json.loads(extra)
+                        if sender == node_id:
+                            continue  # its own
+                        if channel == LIVE and live is not None:
+                            live(decode_live(said))
+                        elif channel == WATCHING and watching is not None:
+                            watching(said)
         finally:
             db.close()
+
+    async def send_live(self, updates: Sequence[ThreadUpdateOrDelta]) -> None:
+        """Send ``updates`` (never stored: text fragments and transient tool data) to the
+        other nodes' watchers of their threads, at once (``live``, see
+        :meth:`follow_other_nodes`). An update too large for a notification is left out
+        (``_store.postgres_updates.live_payloads``)."""
+        self._check_open()
+        payloads = live_payloads(self._need_owners().node_id, updates)
+        if payloads:
+            await self._pool.fetch(_SEND, json.dumps(payloads))
+
+    async def announce_watching(self, thread_ids: Sequence[str]) -> None:
+        """Tell the other nodes that this one has watchers of ``thread_ids`` (``watching``,
+        see :meth:`follow_other_nodes`): the node running one sends them what it never
+        stores (:meth:`send_live`). Said again while they watch (it lasts a lease)."""
+        self._check_open()
+        node_id = self._need_owners().node_id
+        if thread_ids:
+            said = [json.dumps([node_id, thread_id]) for thread_id in sorted(set(thread_ids))]
+            await self._pool.fetch(_ANNOUNCE_WATCHING, json.dumps(said))
 
     async def logged_since(self, thread_id: str, seq: int) -> list[LoggedCommit]:
         """The changes of ``thread_id`` committed after the ``seq``-th (by any node), as
@@ -740,6 +781,10 @@ class PostgresStore(ClosingStore):
         return StoredFileBody(_load(UploadedFile, rows[0][0]), rows[0][1]) if rows else None
 
 
+_SEND = f"SELECT count(pg_notify('{LIVE}', value)) FROM json_array_elements_text($1::text::json)"
+_ANNOUNCE_WATCHING = (
+    f"SELECT count(pg_notify('{WATCHING}', value)) FROM json_array_elements_text($1::text::json)"
+)
 _THREAD = "SELECT json FROM threads WHERE thread_id = $1"
 _MESSAGES = (
     "SELECT m.message_id, m.json, p.json FROM messages m LEFT JOIN parts p"

@@ -129,10 +129,14 @@ _GIVE_UP_TAKEN = (
     " AND thread_id IN (SELECT value FROM json_array_elements_text($2::text::json))"
     " RETURNING thread_id"
 )
-# Tell the other nodes which threads a commit changed (delivered when it commits).
+# Tell the other nodes which threads a commit changed (delivered when it commits): each
+# thread's id, a space, and the number of its last row in the update log (0: none), which
+# this commit wrote (``postgres_updates``), so a node knows which rows a notice stands for.
 CHANGES = "pai_threads"
 _NOTIFY = (
-    "SELECT count(pg_notify('pai_threads', value)) FROM json_array_elements_text($1::text::json)"
+    "SELECT count(pg_notify('pai_threads', value || ' ' || coalesce((SELECT max(seq)"
+    " FROM pai_updates WHERE thread_id = value), 0)))"
+    " FROM json_array_elements_text($1::text::json)"
 )
 # Threads with a running run and no live owner: a node stopped while it drove them.
 _ORPHANED = (

@@ -30,12 +30,20 @@ between what it was shown and the thread read again.
 
 from __future__ import annotations
 
+import json
+import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from .._core.updates import ThreadUpdate
+from pydantic import TypeAdapter
+
+from .._core.updates import MessageDelta, ThreadUpdate, ThreadUpdateOrDelta
 from .postgres_connection import Statement
 from .postgres_owners import Fetcher
 from .updates import decode_updates
+
+_log = logging.getLogger("pai_actors.store")
 
 UPDATES_TABLE = """
 CREATE SEQUENCE IF NOT EXISTS pai_updates_seq;
@@ -72,6 +80,53 @@ _PRUNE = (
     "DELETE FROM pai_updates u WHERE written_at < now() - $1::bigint * interval '1 second'"
     " AND seq < (SELECT max(seq) FROM pai_updates l WHERE l.thread_id = u.thread_id)"
 )
+
+
+LIVE = "pai_live"
+"""The channel of the updates a node never stores (text fragments, transient tool data):
+sent at once, to the nodes that said they watch the thread (:data:`WATCHING`)."""
+WATCHING = "pai_watching"
+"""The channel on which a node says it has watchers of a thread (again every third of a
+lease while it has)."""
+
+_PAYLOAD_BYTES = 7_900
+"""A notification's payload must be shorter than 8,000 bytes."""
+_FRAGMENT = 1_000
+"""Characters of a text fragment per notification (escaped in JSON, a character can take 6
+bytes): a longer one is sent as several, which its watchers join as they join any."""
+_LIVE: TypeAdapter[ThreadUpdateOrDelta] = TypeAdapter(ThreadUpdateOrDelta)
+
+
+def live_payloads(node_id: str, updates: Sequence[ThreadUpdateOrDelta]) -> list[str]:
+    """The payloads that send ``updates`` on :data:`LIVE`: ``[node id, update's wire]``
+    each, a long text fragment cut in several; a transient tool-data item too large for a
+    notification is left out (and logged)."""
+    payloads: list[str] = []
+    for update in updates:
+        pieces: list[ThreadUpdateOrDelta] = [update]
+        if isinstance(update, MessageDelta) and len(update.delta) > _FRAGMENT:
+            text = update.delta
+            pieces = [
+                update.model_copy(update={"delta": text[i : i + _FRAGMENT]})
+                for i in range(0, len(text), _FRAGMENT)
+            ]
+        for piece in pieces:
+            payload = json.dumps([node_id, piece.to_wire()], separators=(",", ":"))
+            if len(payload.encode()) < _PAYLOAD_BYTES:
+                payloads.append(payload)
+            else:
+                _log.warning(
+                    "an update of thread %r is too large to send to the other nodes' "
+                    "watchers (%d bytes); they see the thread as stored",
+                    piece.thread_id,
+                    len(payload.encode()),
+                )
+    return payloads
+
+
+def decode_live(wire: Any) -> ThreadUpdateOrDelta:
+    """The update a :data:`LIVE` payload carries (its wire form)."""
+    return _LIVE.validate_python(wire)
 
 
 @dataclass(frozen=True)

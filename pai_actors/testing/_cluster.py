@@ -43,6 +43,7 @@ look for the runs of stopped nodes every half lease)::
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -55,6 +56,7 @@ from .._core.errors import PaiError, StoreError, ThreadOwnedElsewhere
 from .._core.model import Model
 from .._core.parts import Message, ToolDataItem
 from .._core.records import OpenAction, RunRecord, StoredCall, StoredFileBody, ThreadRecord
+from .._core.updates import ThreadUpdateOrDelta
 from .._runtime.clock import trio_clock
 from .._runtime.create import counter_ids, create_agent_runtime
 from .._runtime.runtime import AgentRuntime
@@ -267,18 +269,24 @@ class NodeStore:
 
     async def follow_other_nodes(
         self,
-        changed: Callable[[str], None],
+        changed: Callable[[str, int], None],
         *,
         requested: Callable[[str], None] | None = None,
         answered: Callable[[int], None] | None = None,
+        live: Callable[[ThreadUpdateOrDelta], None] | None = None,
+        watching: Callable[[str], None] | None = None,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Call ``changed(thread_id)`` each time another node (another store object)
-        commits a change to a thread, in commit order, until cancelled; with
-        ``requested``, also ``requested(thread_id)`` when a node stores a request for the
-        owner of ``thread_id``; with ``answered``, ``answered(request_id)`` when a node
-        answers one. ``nursery.start`` returns once it listens. Paused, the node hears
-        nothing until it resumes; killed, it hears nothing more."""
+        """Call ``changed(thread_id, logged)`` each time another node (another store object)
+        commits a change to a thread (``logged``: the thread's last row in the update log
+        then), in commit order, until cancelled; with ``requested``, also
+        ``requested(thread_id)`` when a node stores a request for the owner of
+        ``thread_id``; with ``answered``, ``answered(request_id)`` when a node answers one;
+        with ``live``, ``live(update)`` for each update another node sends its watchers
+        without storing it; with ``watching``, ``watching(thread_id)`` when another node
+        says it has watchers of the thread (``PostgresStore.follow_other_nodes``).
+        ``nursery.start`` returns once it listens. Paused, the node hears nothing until it
+        resumes; killed, it hears nothing more."""
         await self._reach()
         with self._shared.listen() as notes:
             task_status.started()
@@ -287,15 +295,40 @@ class NodeStore:
                     await self._resumed.wait()
                 if self._killed:
                     break
-                if channel == CHANGES:
-                    if sender is not self:
-                        changed(payload)
-                elif channel == REQUESTED:
+                if channel == REQUESTED:
                     if requested is not None:
                         requested(payload)
-                elif channel == ANSWERED and answered is not None:
-                    answered(int(payload))
+                elif channel == ANSWERED:
+                    if answered is not None:
+                        answered(int(payload))
+                elif sender is self:
+                    continue  # its own
+                elif channel == CHANGES:
+                    thread_id, _, logged = payload.rpartition(" ")
+                    changed(thread_id, int(logged))
+                elif channel == updates.LIVE and live is not None:
+                    live(updates.decode_live(json.loads(payload)[1]))
+                elif channel == updates.WATCHING and watching is not None:
+                    watching(json.loads(payload)[1])
         await trio.sleep_forever()  # killed: it hears nothing more (its tasks are the caller's)
+
+    async def send_live(self, sent: Sequence[ThreadUpdateOrDelta]) -> None:
+        """Send ``sent`` (never stored) to the other nodes' watchers of their threads."""
+        await self._reach()
+        db = self._shared.connect(self, autocommit=False)
+        for payload in updates.live_payloads(self.node_id, sent):
+            db.notify(updates.LIVE, payload)
+        db.commit()
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    async def announce_watching(self, thread_ids: Sequence[str]) -> None:
+        """Tell the other nodes that this one has watchers of ``thread_ids``."""
+        await self._reach()
+        db = self._shared.connect(self, autocommit=False)
+        for thread_id in sorted(set(thread_ids)):
+            db.notify(updates.WATCHING, json.dumps([self.node_id, thread_id]))
+        db.commit()
+        await trio.lowlevel.cancel_shielded_checkpoint()
 
     async def logged_since(self, thread_id: str, seq: int) -> list[updates.LoggedCommit]:
         """The changes of ``thread_id`` logged after the ``seq``-th, in commit order."""

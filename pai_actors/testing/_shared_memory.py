@@ -327,7 +327,8 @@ def _give_up(db: Database, node_id: str, pairs: str) -> list[Row]:
 def _notify_changes(db: Database, thread_ids: str) -> list[Row]:
     changed = json.loads(thread_ids)
     for thread_id in changed:
-        db.notify(CHANGES, thread_id)
+        logged = db.tables.updates.get(thread_id, ())
+        db.notify(CHANGES, f"{thread_id} {logged[-1].seq if logged else 0}")
     return [(len(changed),)]
 
 

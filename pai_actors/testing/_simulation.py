@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import hashlib
+import inspect
 import json
 import os
 import random
@@ -624,9 +625,12 @@ class _SimStore:
             raise StoreError(f"the runtime crashed (simulated) right after commit {k}")
 
     def __getattr__(self, name: str) -> Any:  # the reads: the store's own, until it dies
-        if self.process is not None and self.process.crashed:
-            return _refuse
         attribute = getattr(self._inner, name)
+        if self.process is not None and self.process.crashed:
+            if inspect.iscoroutinefunction(attribute):
+                return _refuse
+            # (a node's constants, its id and lease, stay what they were)
+            return _refuse_now if callable(attribute) else attribute
         if callable(attribute) and name.startswith(("get_", "list_", "read_")):
             setattr(self, name, attribute)  # (no wrapper: a read costs what it costs)
         return attribute
@@ -637,6 +641,10 @@ def _with(call: Callable[[AgentRuntime, bool], Any], again: bool, rt: AgentRunti
 
 
 async def _refuse(*args: Any, **kwargs: Any) -> Any:
+    raise StoreError("this runtime crashed (simulated): nothing it asks reaches the store")
+
+
+def _refuse_now(*args: Any, **kwargs: Any) -> Any:
     raise StoreError("this runtime crashed (simulated): nothing it asks reaches the store")
 
 

@@ -329,7 +329,7 @@ async def test_a_node_hears_the_others_commits_requests_and_answers_in_order(
     heard: list[tuple[str, object]] = []
     follow = functools.partial(
         a.follow_other_nodes,
-        lambda thread_id: heard.append(("changed", thread_id)),
+        lambda thread_id, logged: heard.append(("changed", thread_id)),
         requested=lambda thread_id: heard.append(("requested", thread_id)),
         answered=lambda request_id: heard.append(("answered", request_id)),
     )
@@ -672,6 +672,73 @@ async def test_watchers_on_two_nodes_see_the_same_updates_in_the_order_committed
         if update["type"] in ("message-appended", "message-replaced"):
             messages[update["message"]["id"]] = update["message"]
     assert list(messages.values()) == [m.to_wire() for m in final.messages]
+
+
+def streamer() -> Any:
+    """``work`` sends transient progress; the model streams its text in fragments."""
+
+    async def work(ctx: ToolContext) -> str:
+        await ctx.data.write("progress", {"pct": 50}, id="p", transient=True)
+        return "worked"
+
+    tool = define_tool(
+        id="test.work.v1",
+        description="Work.",
+        input_schema=json_schema({"type": "object"}),
+        data_schemas={"progress": dict[str, int]},
+        execute=work,
+    )
+    return define_agent(name="streamer", tools={"work": tool})
+
+
+def streamer_model() -> ScriptedModel:
+    def step(request: Any) -> Any:
+        if type(request.messages[-1]).__name__ == "ModelToolMessage":
+            return [text("all "), text("done")]
+        return [text("let me "), text("work"), tool_call("work", {})]
+
+    return ScriptedModel([step], repeat_last=True)
+
+
+async def test_a_watcher_on_another_node_gets_the_live_updates_in_order(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """What is never stored (the model's text fragments, transient tool data) reaches a
+    watcher on another node too, among the stored updates in the order the running node
+    showed them: the two watchers see the same."""
+    shared = SharedMemory()
+
+    async def collect(node: Node, seen: list[Any], *, task_status: Any) -> None:
+        async with node.rt.watch(thread_id, snapshot=True, deltas=True) as updates:
+            task_status.started()
+            async for update in updates:
+                seen.append(update.to_wire())
+                if update.type == "run-status" and update.run.status == "completed":
+                    return
+
+    async with nodes(shared, streamer(), streamer_model, "a", "b") as [a, b]:
+        thread_id = await b.rt.create_thread("s")
+        seen_a: list[Any] = []
+        seen_b: list[Any] = []
+        async with trio.open_nursery() as nursery:
+            await nursery.start(collect, a, seen_a)
+            await nursery.start(collect, b, seen_b)
+            await trio.testing.wait_all_tasks_blocked()  # b heard that a watches the thread
+            await b.rt.send(thread_id, "go")
+    assert seen_a == seen_b
+    deltas = [u["delta"] for u in seen_a if u["type"] == "message-delta"]
+    assert deltas == ["let me ", "work", "all ", "done"]
+    [data] = [u for u in seen_a if u["type"] == "tool-data"]
+    assert data["item"]["value"] == {"pct": 50}
+    kinds = [u["type"] for u in seen_a]
+    # each step's fragments come before the message that stores the step
+    first_stored_text = next(
+        i
+        for i, u in enumerate(seen_a)
+        if u["type"] in ("message-appended", "message-replaced")
+        and any(p.get("text") == "let me work" for p in u["message"]["parts"])
+    )
+    assert kinds.index("message-delta") < first_stored_text
 
 
 async def test_a_sub_agent_ending_on_another_node_has_its_caller_settled_by_the_owner(

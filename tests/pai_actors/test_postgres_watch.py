@@ -187,3 +187,70 @@ async def test_pruning_keeps_each_threads_last_logged_change(database: str) -> N
             logged = await store.logged_since(one, last)
             assert len(logged) > 1
             assert chained(logged, first_prev=last)
+
+
+def streamer() -> Any:
+    """``work`` sends transient progress; the model streams its text in fragments."""
+
+    async def work(ctx: Any) -> str:
+        await ctx.data.write("progress", {"pct": 50}, id="p", transient=True)
+        return "worked"
+
+    tool = define_tool(
+        id="test.work.v1",
+        description="Work.",
+        input_schema=json_schema({"type": "object"}),
+        data_schemas={"progress": dict[str, int]},
+        execute=work,
+    )
+    return define_agent(name="streamer", tools={"work": tool})
+
+
+def streamer_model() -> ScriptedModel:
+    def step(request: Any) -> Any:
+        if type(request.messages[-1]).__name__ == "ModelToolMessage":
+            return [text("all "), text("done")]
+        return [text("let me "), text("work"), tool_call("work", {})]
+
+    return ScriptedModel([step], repeat_last=True)
+
+
+async def test_a_watcher_on_another_node_gets_the_live_updates_in_order(database: str) -> None:
+    """The model's text fragments and transient tool data, never stored, reach a watcher on
+    another node (NOTIFY), among the stored updates in the order the running node showed
+    them: the two watchers see the same."""
+    with (
+        trio.fail_after(30),
+        PostgresStore(database, node_id="a") as store_a,
+        PostgresStore(database, node_id="b") as store_b,
+    ):
+        async with (
+            create_test_runtime(streamer(), model=streamer_model(), store=store_a) as a,
+            create_test_runtime(streamer(), model=streamer_model(), store=store_b) as b,
+        ):
+            thread_id = await b.create_thread("s")
+            seen_a: list[Any] = []
+            seen_b: list[Any] = []
+
+            async def collect(rt: AgentRuntime, seen: list[Any], *, task_status: Any) -> None:
+                async with rt.watch(thread_id, snapshot=True, deltas=True) as updates:
+                    task_status.started()
+                    async for update in updates:
+                        seen.append(update.to_wire())
+                        if update.type == "run-status" and update.run.status == "completed":
+                            return
+
+            async with trio.open_nursery() as nursery:
+                await nursery.start(collect, a, seen_a)
+                await nursery.start(collect, b, seen_b)
+                # Until a's notice that it watches the thread reached b (a notification b
+                # reads on its own connection: no event of b's to wait on).
+                elsewhere = b._elsewhere
+                assert elsewhere is not None
+                while not elsewhere.watched(thread_id):  # noqa: ASYNC110
+                    await trio.sleep(0.01)
+                await b.send(thread_id, "go")
+    assert seen_a == seen_b
+    deltas = [u["delta"] for u in seen_a if u["type"] == "message-delta"]
+    assert deltas == ["let me ", "work", "all ", "done"]
+    assert [u["item"]["value"] for u in seen_a if u["type"] == "tool-data"] == [{"pct": 50}]
