@@ -41,6 +41,8 @@ _log = logging.getLogger("pai_actors")
 
 _EVERYTHING = -1
 """A notice that does not say which logged rows it stands for: show them all."""
+_PURGE_AT = 1_024
+"""Threads other nodes said they watch, past which those whose notice ran out are dropped."""
 
 
 class Elsewhere:
@@ -68,6 +70,7 @@ class Elsewhere:
         # Live updates to send: the threads other nodes watch (until when), what waits to
         # be sent, and how many were queued and sent (``flush`` waits for the difference).
         self._watched: dict[str, float] = {}
+        self._purge_at = _PURGE_AT
         self._outbox: list[ThreadUpdateOrDelta] = []
         self._queued_out = self._sent_out = 0
         self._outbox_filled = trio.Event()
@@ -101,7 +104,11 @@ class Elsewhere:
     def watching(self, thread_id: str) -> None:
         """Another node has watchers of ``thread_id``: send them its live updates for a
         lease (it says so again while they watch)."""
-        self._watched[thread_id] = trio.current_time() + self._store.lease
+        now = trio.current_time()
+        if len(self._watched) >= self._purge_at:  # forget the notices that ran out
+            self._watched = {t: until for t, until in self._watched.items() if until >= now}
+            self._purge_at = max(_PURGE_AT, 2 * len(self._watched))
+        self._watched[thread_id] = now + self._store.lease
 
     def _queue(self, thread_id: str, what: int | ThreadUpdateOrDelta) -> None:
         if not self._hub.followed(thread_id):
