@@ -40,6 +40,8 @@ from pai_actors.testing import ScriptedModel, create_test_runtime, text, tool_ca
 from pai_actors.testing._cluster import NodeStore, SharedMemory, create_node_runtime, keep_node
 from pai_actors.testing._simulation import dump_store, seeded_scheduler
 
+from .watching import applied, collect, statuses, streamer
+
 T = TypeVar("T")
 
 
@@ -643,61 +645,21 @@ async def test_watchers_on_two_nodes_see_the_same_updates_in_the_order_committed
     shared = SharedMemory()
     release = trio.Event()
     release.set()  # the run waits on the approval alone: b gives the thread up
-
-    async def collect(node: Node, seen: list[Any], *, task_status: Any) -> None:
-        async with node.rt.watch(thread_id, snapshot=True) as updates:
-            task_status.started()
-            async for update in updates:
-                seen.append(update.to_wire())
-                if update.type == "run-status" and update.run.status == "completed":
-                    return
-
     async with nodes(shared, payer(release), payer_model, "a", "b") as [a, b]:
         thread_id = await b.rt.create_thread("s")
         seen_a: list[Any] = []
         seen_b: list[Any] = []
         async with trio.open_nursery() as nursery:
-            await nursery.start(collect, a, seen_a)
-            await nursery.start(collect, b, seen_b)
+            for node, seen in ((a, seen_a), (b, seen_b)):
+                await nursery.start(collect, node.rt, thread_id, seen)
             await b.rt.send(thread_id, "pay")
             await a.rt.wait_idle(thread_id)
             [action] = await a.rt.pending_actions(thread_id)
             assert (await action.submit({"approved": True})).status == "accepted"
         final = await a.rt.get_state(thread_id)
     assert seen_a == seen_b
-    runs = [u["run"]["status"] for u in seen_a if u["type"] == "run-status"]
-    assert runs == ["running", "waiting", "running", "completed"]
-    messages: dict[str, Any] = {}
-    for update in seen_a:
-        if update["type"] in ("message-appended", "message-replaced"):
-            messages[update["message"]["id"]] = update["message"]
-    assert list(messages.values()) == [m.to_wire() for m in final.messages]
-
-
-def streamer() -> Any:
-    """``work`` sends transient progress; the model streams its text in fragments."""
-
-    async def work(ctx: ToolContext) -> str:
-        await ctx.data.write("progress", {"pct": 50}, id="p", transient=True)
-        return "worked"
-
-    tool = define_tool(
-        id="test.work.v1",
-        description="Work.",
-        input_schema=json_schema({"type": "object"}),
-        data_schemas={"progress": dict[str, int]},
-        execute=work,
-    )
-    return define_agent(name="streamer", tools={"work": tool})
-
-
-def streamer_model() -> ScriptedModel:
-    def step(request: Any) -> Any:
-        if type(request.messages[-1]).__name__ == "ModelToolMessage":
-            return [text("all "), text("done")]
-        return [text("let me "), text("work"), tool_call("work", {})]
-
-    return ScriptedModel([step], repeat_last=True)
+    assert statuses(seen_a) == ["running", "waiting", "running", "completed"]
+    assert applied(seen_a) == [m.to_wire() for m in final.messages]
 
 
 async def test_a_watcher_on_another_node_gets_the_live_updates_in_order(
@@ -707,22 +669,15 @@ async def test_a_watcher_on_another_node_gets_the_live_updates_in_order(
     watcher on another node too, among the stored updates in the order the running node
     showed them: the two watchers see the same."""
     shared = SharedMemory()
-
-    async def collect(node: Node, seen: list[Any], *, task_status: Any) -> None:
-        async with node.rt.watch(thread_id, snapshot=True, deltas=True) as updates:
-            task_status.started()
-            async for update in updates:
-                seen.append(update.to_wire())
-                if update.type == "run-status" and update.run.status == "completed":
-                    return
-
-    async with nodes(shared, streamer(), streamer_model, "a", "b") as [a, b]:
+    async with nodes(shared, streamer()[0], lambda: streamer()[1], "a", "b") as [a, b]:
         thread_id = await b.rt.create_thread("s")
         seen_a: list[Any] = []
         seen_b: list[Any] = []
         async with trio.open_nursery() as nursery:
-            await nursery.start(collect, a, seen_a)
-            await nursery.start(collect, b, seen_b)
+            for node, seen in ((a, seen_a), (b, seen_b)):
+                await nursery.start(
+                    functools.partial(collect, node.rt, thread_id, seen, deltas=True)
+                )
             await trio.testing.wait_all_tasks_blocked()  # b heard that a watches the thread
             await b.rt.send(thread_id, "go")
     assert seen_a == seen_b
@@ -730,15 +685,14 @@ async def test_a_watcher_on_another_node_gets_the_live_updates_in_order(
     assert deltas == ["let me ", "work", "all ", "done"]
     [data] = [u for u in seen_a if u["type"] == "tool-data"]
     assert data["item"]["value"] == {"pct": 50}
-    kinds = [u["type"] for u in seen_a]
     # each step's fragments come before the message that stores the step
-    first_stored_text = next(
+    stored = next(
         i
         for i, u in enumerate(seen_a)
         if u["type"] in ("message-appended", "message-replaced")
         and any(p.get("text") == "let me work" for p in u["message"]["parts"])
     )
-    assert kinds.index("message-delta") < first_stored_text
+    assert [u["type"] for u in seen_a].index("message-delta") < stored
 
 
 async def test_a_sub_agent_ending_on_another_node_has_its_caller_settled_by_the_owner(

@@ -1,26 +1,23 @@
-"""Watchers on several nodes of one PostgreSQL database (``_store.postgres_updates``): each
-is shown every update of the thread, in the order committed, whichever node committed it."""
+"""Watchers on several nodes of one PostgreSQL database (``_store.postgres_updates``,
+``_runtime.elsewhere``): each is shown every update of the thread, in the order made,
+whichever node made it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
 import trio
 
-from pai_actors import (
-    AgentRuntime,
-    PostgresStore,
-    ToolRegistration,
-    define_agent,
-    define_tool,
-    json_schema,
-)
+from pai_actors import AgentRuntime, PostgresStore
 from pai_actors._store.postgres_updates import prune
-from pai_actors.testing import ScriptedModel, create_test_runtime, text, tool_call
+from pai_actors.testing import create_test_runtime
 
 from .postgres_support import connect, new_database
+from .watching import applied, collect, payer, statuses, streamer
 
 
 @pytest.fixture
@@ -29,41 +26,24 @@ def database() -> Iterator[str]:
         yield url
 
 
-def payer() -> Any:
-    def pay(ctx: Any) -> str:
-        return "paid"
-
-    tool = define_tool(
-        id="test.pay.v1",
-        description="Pay.",
-        input_schema=json_schema({"type": "object"}),
-        execute=pay,
-    )
-    return define_agent(name="payer", tools={"pay": ToolRegistration(tool, needs_approval=True)})
-
-
-def model() -> ScriptedModel:
-    def step(request: Any) -> Any:
-        answered = type(request.messages[-1]).__name__ == "ModelToolMessage"
-        return text("done") if answered else [tool_call("pay", {})]
-
-    return ScriptedModel([step], repeat_last=True)
-
-
-async def collect(rt: AgentRuntime, thread_id: str, seen: list[Any], *, task_status: Any) -> None:
-    """Watch from a snapshot (empty) until the first run completed."""
-    async with rt.watch(thread_id, snapshot=True) as updates:
-        assert updates.snapshot is not None
-        assert updates.snapshot.messages == ()
-        task_status.started()
-        async for update in updates:
-            seen.append(update.to_wire())
-            if update.type == "run-status" and update.run.status == "completed":
-                return
-
-
-def statuses(seen: list[Any]) -> list[str]:
-    return [u["run"]["status"] for u in seen if u["type"] == "run-status"]
+@asynccontextmanager
+async def two_nodes(
+    database: str, make: Callable[[], tuple[Any, Any]]
+) -> AsyncIterator[tuple[AgentRuntime, AgentRuntime]]:
+    """Runtimes on nodes ``a`` and ``b`` of ``database``, each with ``make()``'s agent and
+    model."""
+    with (
+        trio.fail_after(30),
+        PostgresStore(database, node_id="a") as store_a,
+        PostgresStore(database, node_id="b") as store_b,
+    ):
+        agent_a, model_a = make()
+        agent_b, model_b = make()
+        async with (
+            create_test_runtime(agent_a, model=model_a, store=store_a) as a,
+            create_test_runtime(agent_b, model=model_b, store=store_b) as b,
+        ):
+            yield a, b
 
 
 async def test_watchers_on_two_nodes_see_the_same_updates_in_the_order_committed(
@@ -73,35 +53,47 @@ async def test_watchers_on_two_nodes_see_the_same_updates_in_the_order_committed
     resumes it there. A watcher on each node is shown every update, both the same, in
     order: the tool part's and the run's states in between included, whichever node wrote
     them."""
-    with (
-        trio.fail_after(30),
-        PostgresStore(database, node_id="a") as store_a,
-        PostgresStore(database, node_id="b") as store_b,
-    ):
-        async with (
-            create_test_runtime(payer(), model=model(), store=store_a) as a,
-            create_test_runtime(payer(), model=model(), store=store_b) as b,
-        ):
-            thread_id = await b.create_thread("s")
-            seen_a: list[Any] = []
-            seen_b: list[Any] = []
-            async with trio.open_nursery() as nursery:
-                await nursery.start(collect, a, thread_id, seen_a)
-                await nursery.start(collect, b, thread_id, seen_b)
-                await b.send(thread_id, "pay")
-                await a.wait_idle(thread_id)
-                [action] = await a.pending_actions(thread_id)
-                assert (await action.submit({"approved": True})).status == "accepted"
-            final = await b.get_state(thread_id)
+    async with two_nodes(database, payer) as (a, b):
+        thread_id = await b.create_thread("s")
+        seen_a: list[Any] = []
+        seen_b: list[Any] = []
+        async with trio.open_nursery() as nursery:
+            await nursery.start(collect, a, thread_id, seen_a)
+            await nursery.start(collect, b, thread_id, seen_b)
+            await b.send(thread_id, "pay")
+            await a.wait_idle(thread_id)
+            [action] = await a.pending_actions(thread_id)
+            assert (await action.submit({"approved": True})).status == "accepted"
+        final = await b.get_state(thread_id)
     assert seen_a == seen_b
     assert statuses(seen_a) == ["running", "waiting", "running", "completed"]
     tool_states = [u["part"]["state"] for u in seen_a if u["type"] == "tool-part-updated"]
     assert tool_states[-2:] == ["approval-responded", "output-available"]
-    messages: dict[str, Any] = {}
-    for update in seen_a:
-        if update["type"] in ("message-appended", "message-replaced"):
-            messages[update["message"]["id"]] = update["message"]
-    assert list(messages.values()) == [m.to_wire() for m in final.messages]
+    assert applied(seen_a) == [m.to_wire() for m in final.messages]
+
+
+async def test_a_watcher_on_another_node_gets_the_live_updates_in_order(database: str) -> None:
+    """The model's text fragments and transient tool data, never stored, reach a watcher on
+    another node (NOTIFY), among the stored updates in the order the running node showed
+    them: the two watchers see the same."""
+    async with two_nodes(database, streamer) as (a, b):
+        thread_id = await b.create_thread("s")
+        seen_a: list[Any] = []
+        seen_b: list[Any] = []
+        async with trio.open_nursery() as nursery:
+            for rt, seen in ((a, seen_a), (b, seen_b)):
+                await nursery.start(functools.partial(collect, rt, thread_id, seen, deltas=True))
+            # Until a's notice that it watches the thread reached b (a notification b
+            # reads on its own connection: no event of b's to wait on).
+            elsewhere = b._elsewhere
+            assert elsewhere is not None
+            while not elsewhere.watched(thread_id):  # noqa: ASYNC110
+                await trio.sleep(0.01)
+            await b.send(thread_id, "go")
+    assert seen_a == seen_b
+    deltas = [u["delta"] for u in seen_a if u["type"] == "message-delta"]
+    assert deltas == ["let me ", "work", "all ", "done"]
+    assert [u["item"]["value"] for u in seen_a if u["type"] == "tool-data"] == [{"pct": 50}]
 
 
 async def test_a_watcher_behind_what_the_log_keeps_is_shown_the_difference(
@@ -110,49 +102,31 @@ async def test_a_watcher_behind_what_the_log_keeps_is_shown_the_difference(
     """Rows of the log that a watcher had not been shown are gone (pruned): it is shown
     the difference between what it was shown and the thread as stored, and then every
     logged change again."""
-    with (
-        trio.fail_after(30),
-        PostgresStore(database, node_id="a") as store_a,
-        PostgresStore(database, node_id="b") as store_b,
-    ):
-        async with (
-            create_test_runtime(payer(), model=model(), store=store_a) as a,
-            create_test_runtime(payer(), model=model(), store=store_b) as b,
-        ):
-            thread_id = await b.create_thread("s")
-            seen: list[Any] = []
-            async with a.watch(thread_id, snapshot=True) as updates:
-                with connect(database) as db:  # b's first row follows one that was pruned
-                    db.execute(
-                        "CREATE FUNCTION gap() RETURNS trigger LANGUAGE plpgsql AS"
-                        " $$ BEGIN IF NEW.prev = 0 THEN NEW.prev := -1; END IF; RETURN NEW; END $$;"
-                        " CREATE TRIGGER gap BEFORE INSERT ON pai_updates"
-                        " FOR EACH ROW EXECUTE FUNCTION gap()"
-                    )
-                await b.send(thread_id, "pay")
-                async for update in updates:
-                    seen.append(update.to_wire())
-                    if update.type == "run-status" and update.run.status == "waiting":
-                        break
-                [action] = await b.pending_actions(thread_id)
-                await action.submit({"approved": True})
-                async for update in updates:
-                    seen.append(update.to_wire())
-                    if update.type == "run-status" and update.run.status == "completed":
-                        break
-            final = await b.get_state(thread_id)
+    async with two_nodes(database, payer) as (a, b):
+        thread_id = await b.create_thread("s")
+        seen: list[Any] = []
+        async with a.watch(thread_id, snapshot=True) as updates:
+            with connect(database) as db:  # b's first row follows one that was pruned
+                db.execute(
+                    "CREATE FUNCTION gap() RETURNS trigger LANGUAGE plpgsql AS"
+                    " $$ BEGIN IF NEW.prev = 0 THEN NEW.prev := -1; END IF; RETURN NEW; END $$;"
+                    " CREATE TRIGGER gap BEFORE INSERT ON pai_updates"
+                    " FOR EACH ROW EXECUTE FUNCTION gap()"
+                )
+            await b.send(thread_id, "pay")
+            async for update in updates:
+                seen.append(update.to_wire())
+                if update.type == "run-status" and update.run.status == "waiting":
+                    break
+            [action] = await b.pending_actions(thread_id)
+            await action.submit({"approved": True})
+            async for update in updates:
+                seen.append(update.to_wire())
+                if update.type == "run-status" and update.run.status == "completed":
+                    break
+        final = await b.get_state(thread_id)
     assert statuses(seen)[-2:] == ["running", "completed"]
-    messages: dict[str, Any] = {}
-    for update in seen:
-        if update["type"] in ("message-appended", "message-replaced"):
-            messages[update["message"]["id"]] = update["message"]
-        elif update["type"] == "tool-part-updated":
-            message = messages[update["messageId"]]
-            message["parts"] = [
-                update["part"] if p.get("toolCallId") == update["part"]["toolCallId"] else p
-                for p in message["parts"]
-            ]
-    assert list(messages.values()) == [m.to_wire() for m in final.messages]
+    assert applied(seen) == [m.to_wire() for m in final.messages]
 
 
 def chained(logged: list[Any], first_prev: int = 0) -> bool:
@@ -161,8 +135,9 @@ def chained(logged: list[Any], first_prev: int = 0) -> bool:
 
 
 async def test_pruning_keeps_each_threads_last_logged_change(database: str) -> None:
+    agent, model = payer()
     with trio.fail_after(30), PostgresStore(database, node_id="a") as store:
-        async with create_test_runtime(payer(), model=model(), store=store) as rt:
+        async with create_test_runtime(agent, model=model, store=store) as rt:
             one, two = await rt.create_thread("s"), await rt.create_thread("s")
             await rt.send(one, "pay")
             await rt.wait_idle(one)
@@ -187,70 +162,3 @@ async def test_pruning_keeps_each_threads_last_logged_change(database: str) -> N
             logged = await store.logged_since(one, last)
             assert len(logged) > 1
             assert chained(logged, first_prev=last)
-
-
-def streamer() -> Any:
-    """``work`` sends transient progress; the model streams its text in fragments."""
-
-    async def work(ctx: Any) -> str:
-        await ctx.data.write("progress", {"pct": 50}, id="p", transient=True)
-        return "worked"
-
-    tool = define_tool(
-        id="test.work.v1",
-        description="Work.",
-        input_schema=json_schema({"type": "object"}),
-        data_schemas={"progress": dict[str, int]},
-        execute=work,
-    )
-    return define_agent(name="streamer", tools={"work": tool})
-
-
-def streamer_model() -> ScriptedModel:
-    def step(request: Any) -> Any:
-        if type(request.messages[-1]).__name__ == "ModelToolMessage":
-            return [text("all "), text("done")]
-        return [text("let me "), text("work"), tool_call("work", {})]
-
-    return ScriptedModel([step], repeat_last=True)
-
-
-async def test_a_watcher_on_another_node_gets_the_live_updates_in_order(database: str) -> None:
-    """The model's text fragments and transient tool data, never stored, reach a watcher on
-    another node (NOTIFY), among the stored updates in the order the running node showed
-    them: the two watchers see the same."""
-    with (
-        trio.fail_after(30),
-        PostgresStore(database, node_id="a") as store_a,
-        PostgresStore(database, node_id="b") as store_b,
-    ):
-        async with (
-            create_test_runtime(streamer(), model=streamer_model(), store=store_a) as a,
-            create_test_runtime(streamer(), model=streamer_model(), store=store_b) as b,
-        ):
-            thread_id = await b.create_thread("s")
-            seen_a: list[Any] = []
-            seen_b: list[Any] = []
-
-            async def collect(rt: AgentRuntime, seen: list[Any], *, task_status: Any) -> None:
-                async with rt.watch(thread_id, snapshot=True, deltas=True) as updates:
-                    task_status.started()
-                    async for update in updates:
-                        seen.append(update.to_wire())
-                        if update.type == "run-status" and update.run.status == "completed":
-                            return
-
-            async with trio.open_nursery() as nursery:
-                await nursery.start(collect, a, seen_a)
-                await nursery.start(collect, b, seen_b)
-                # Until a's notice that it watches the thread reached b (a notification b
-                # reads on its own connection: no event of b's to wait on).
-                elsewhere = b._elsewhere
-                assert elsewhere is not None
-                while not elsewhere.watched(thread_id):  # noqa: ASYNC110
-                    await trio.sleep(0.01)
-                await b.send(thread_id, "go")
-    assert seen_a == seen_b
-    deltas = [u["delta"] for u in seen_a if u["type"] == "message-delta"]
-    assert deltas == ["let me ", "work", "all ", "done"]
-    assert [u["item"]["value"] for u in seen_a if u["type"] == "tool-data"] == [{"pct": 50}]

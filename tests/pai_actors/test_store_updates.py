@@ -4,14 +4,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import trio
 
-from pai_actors import MemoryStore, ToolRegistration, define_agent, define_tool, json_schema
+from pai_actors import MemoryStore
 from pai_actors._store.base import Write
 from pai_actors._store.updates import decode_updates, encoded_updates, updates_of
-from pai_actors.testing import ScriptedModel, create_test_runtime, text, tool_call
+from pai_actors.testing import create_test_runtime
+
+from .watching import payer
 
 
 class Recording(MemoryStore):
@@ -27,25 +28,9 @@ class Recording(MemoryStore):
 async def test_the_logged_text_reads_back_as_the_updates_the_writes_show(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    def pay(ctx: Any) -> str:
-        return "paid"
-
-    tool = define_tool(
-        id="test.pay.v1",
-        description="Pay.",
-        input_schema=json_schema({"type": "object"}),
-        execute=pay,
-    )
-    agent = define_agent(name="payer", tools={"pay": ToolRegistration(tool, needs_approval=True)})
-
-    def step(request: Any) -> Any:
-        answered = type(request.messages[-1]).__name__ == "ModelToolMessage"
-        return text("done") if answered else [tool_call("pay", {}), tool_call("pay", {})]
-
+    agent, model = payer(calls=2)
     store = Recording()
-    async with create_test_runtime(
-        agent, model=ScriptedModel([step], repeat_last=True), store=store
-    ) as rt:
+    async with create_test_runtime(agent, model=model, store=store) as rt:
         one, two = await rt.create_thread("s"), await rt.create_thread("s")
         for thread_id in (one, two):
             await rt.send(thread_id, "pay")
