@@ -194,6 +194,7 @@ class PostgresStore(ClosingStore):
         if owners is not None and self._mirror is not None:
             owners.on_lost(self._mirror.forget)  # only the owner caches a thread
         self._writing: frozenset[str] = frozenset()  # the threads the group in flight writes
+        self._loading: dict[str, _Load] = {}  # the threads being read into the mirror
         self._closed = False
 
     def __repr__(self) -> str:
@@ -260,6 +261,8 @@ class PostgresStore(ClosingStore):
         self._writer_in_use = True
         if self._mirror is not None:
             self._writing = frozenset(thread_ids(group))
+            for thread_id in self._writing & self._loading.keys():
+                self._loading[thread_id].stale = True  # read while this group goes in
         committing = False
         db: Connection | None = None
         try:
@@ -291,6 +294,8 @@ class PostgresStore(ClosingStore):
         except BaseException as exc:  # nothing of the group was written (or, see _failed)
             if self._mirror is not None:
                 self._mirror.clear()  # it may disagree with the database now: never trust it
+                for load in self._loading.values():
+                    load.stale = True
             for commit in group:
                 commit.error = exc if commit.error is None else commit.error
             if not isinstance(exc, Exception):
@@ -608,6 +613,8 @@ class PostgresStore(ClosingStore):
                     mirror.apply(commit.writes)
         except Exception:
             mirror.clear()
+            for load in self._loading.values():
+                load.stale = True
 
     # Reads: one statement on a connection of the pool (a snapshot of the last commit), or
     # the mirror, after a cancellation point only (it waits for nothing).
@@ -625,24 +632,31 @@ class PostgresStore(ClosingStore):
         found = mirror.thread(thread_id)
         if found is not None:
             return found
-        # Read between two group commits: the server then holds every commit of this
-        # store and none is in flight, which is what the mirror must start from.
-        async with self._writer_lock:
-            found = mirror.thread(thread_id)  # another reader may have loaded it meanwhile
-            if found is not None:
-                return found
-            self._check_open()
+        load = self._loading.get(thread_id)
+        if load is not None:  # another task is reading it in: what it finds
+            await load.done.wait()
+            return self._mirrored_now(thread_id)
+        # Read while groups are written, not between them (waiting for the writer would
+        # put every read of a thread not mirrored in line with every commit); a group that
+        # writes the thread and goes to the server meanwhile makes what is read stale (it
+        # may hold that group or not, and the mirror applies a group once it committed):
+        # then it is not mirrored, and the caller reads from the server.
+        load = self._loading[thread_id] = _Load()
+        try:
             rows, messages, runs, calls = await self._pool.fetch_many(
                 [(sql, (thread_id,)) for sql in (_THREAD, _MESSAGES, _RUNS, _CALLS)]
             )
-            if not rows:
-                return None
-            return mirror.load(
-                _load(ThreadRecord, rows[0][0]),
-                _messages(messages),
-                _loaded(RunRecord, runs),
-                _loaded(StoredCall, calls),
-            )
+        finally:
+            del self._loading[thread_id]
+            load.done.set()
+        if not rows or load.stale or self._closed or not self._owns(thread_id):
+            return None
+        return mirror.load(
+            _load(ThreadRecord, rows[0][0]),
+            _messages(messages),
+            _loaded(RunRecord, runs),
+            _loaded(StoredCall, calls),
+        )
 
     def _mirrored_now(self, thread_id: str) -> MirroredThread | None:
         """The thread if the mirror holds it and may answer for it; no read into it."""
@@ -785,6 +799,17 @@ _SEND = f"SELECT count(pg_notify('{LIVE}', value)) FROM json_array_elements_text
 _ANNOUNCE_WATCHING = (
     f"SELECT count(pg_notify('{WATCHING}', value)) FROM json_array_elements_text($1::text::json)"
 )
+class _Load:
+    """A thread being read into the mirror: done when read; ``stale`` when a group that
+    writes it was sent meanwhile (or the mirror was cleared)."""
+
+    __slots__ = ("done", "stale")
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.stale = False
+
+
 _THREAD = "SELECT json FROM threads WHERE thread_id = $1"
 _MESSAGES = (
     "SELECT m.message_id, m.json, p.json FROM messages m LEFT JOIN parts p"

@@ -292,3 +292,50 @@ async def test_a_commit_on_another_nodes_thread_is_refused_alone_in_a_pipelined_
         assert rows["t1"][::2] == ("a", True)
         assert rows["t2"][::2] == ("a", True)
         assert await b.list_messages("b's") == []
+
+
+def text_message(message_id: str) -> Message:
+    return Message(id=message_id, role="user", parts=(TextPart(text=message_id),))
+
+
+async def test_a_thread_read_into_the_mirror_while_a_group_writes_it_is_not_mirrored(
+    database: str,
+) -> None:
+    """A thread is read into the mirror while groups are written (not in line with them).
+    Here the read is answered before a group appending a message goes to the server and
+    returns after that group committed: what it read lacks the message, so it is not
+    mirrored (the next read goes to the server), and no read ever misses the message."""
+    with trio.fail_after(30):
+        with PostgresStore(database) as writer:
+            async with writer.transaction() as tx:
+                tx.create_thread(thread("t1"))
+                tx.append_message("t1", text_message("m1"))
+        with PostgresStore(database) as store:  # (a new store: nothing mirrored)
+            fetch_many = store._pool.fetch_many
+            read, go_on = trio.Event(), trio.Event()
+
+            async def held(statements: Any) -> Any:
+                rows = await fetch_many(statements)
+                read.set()
+                await go_on.wait()  # (answered: the group below goes in meanwhile)
+                return rows
+
+            store._pool.fetch_many = held  # type: ignore[method-assign]
+            seen: list[list[str]] = []
+
+            async def list_ids() -> None:
+                seen.append([m.id for m in await store.list_messages("t1")])
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(list_ids)
+                await read.wait()
+                async with store.transaction() as tx:
+                    tx.append_message("t1", text_message("m2"))
+                go_on.set()
+            store._pool.fetch_many = fetch_many  # type: ignore[method-assign]
+            # the read in flight answered from the server, as of its own read
+            assert seen == [["m1", "m2"]]
+            assert [m.id for m in await store.list_messages("t1")] == ["m1", "m2"]
+            async with store.transaction() as tx:
+                tx.append_message("t1", text_message("m3"))
+            assert [m.id for m in await store.list_messages("t1")] == ["m1", "m2", "m3"]
