@@ -799,6 +799,8 @@ _SEND = f"SELECT count(pg_notify('{LIVE}', value)) FROM json_array_elements_text
 _ANNOUNCE_WATCHING = (
     f"SELECT count(pg_notify('{WATCHING}', value)) FROM json_array_elements_text($1::text::json)"
 )
+
+
 class _Load:
     """A thread being read into the mirror: done when read; ``stale`` when a group that
     writes it was sent meanwhile (or the mirror was cleared)."""
