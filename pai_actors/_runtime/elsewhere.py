@@ -129,8 +129,7 @@ class Elsewhere:
             try:
                 for index, what in enumerate(queued):
                     if isinstance(what, int):
-                        later = queued[index + 1 :]
-                        if later and isinstance(later[0], int):
+                        if index + 1 < len(queued) and isinstance(queued[index + 1], int):
                             continue  # the next notice stands for these rows too
                         await self._show_changes(thread_id, None if what < 0 else what)
                     elif self._hub.followed(thread_id):
