@@ -670,8 +670,10 @@ class PostgresStore(ClosingStore):
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
         self._check_open()
         await trio.lowlevel.checkpoint_if_cancelled()
-        mirrored = self._mirrored_now(thread_id)  # (a thread's record never changes)
-        if mirrored is not None:
+        # A thread's record never changes: the mirror's answers even while a group that
+        # writes the thread is in flight.
+        mirrored = None if self._mirror is None else self._mirror.thread(thread_id)
+        if mirrored is not None and self._owns(thread_id):
             return mirrored.record
         rows = await self._fetch(_THREAD, thread_id)
         return _load(ThreadRecord, rows[0][0]) if rows else None

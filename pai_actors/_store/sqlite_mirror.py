@@ -12,6 +12,10 @@ conversations in flight never pushes out the threads being worked on:
 
 - a thread enters it whole, when the store creates it or first reads it (its messages, runs
   and calls, in one read each);
+- a thread with no message and no run yet (just created: its first message is most often on
+  its way) is one of the :data:`FRESH_THREADS` newest such ones, not an idle one: a burst of
+  new conversations (a thousand clients each creating a thread, then sending to it) would
+  otherwise push each other out before their first message, and each be read back whole;
 - every commit the store wrote is applied to it after SQLite's ``COMMIT`` returned, and only
   the commits SQLite applied (one refused under its savepoint changes nothing here); SQLite
   has checked them, so applying one checks nothing again;
@@ -50,6 +54,11 @@ watched it suspend), so a few hundred recent ones cover those without holding ev
 one (a suspended call costs its stored row, not memory)."""
 
 
+FRESH_THREADS = 4096
+"""How many threads with no message and no run yet a store keeps in memory besides the others
+(newest first; the oldest out): such a thread holds its record alone, about a kilobyte."""
+
+
 class MirroredThread:
     """A thread's records as the file holds them: its messages and runs in order, its calls
     in the order they were created (a dict keeps the order of first insertion)."""
@@ -86,7 +95,7 @@ class MirroredThread:
 class Mirror:
     """The mirrored threads. Not thread-safe: the store's own (trio) thread uses it."""
 
-    __slots__ = ("_idle", "_run_threads", "_running", "limit", "threads")
+    __slots__ = ("_fresh", "_idle", "_run_threads", "_running", "limit", "threads")
 
     def __init__(self, limit: int = MIRRORED_THREADS) -> None:
         self.limit = limit
@@ -99,6 +108,9 @@ class Mirror:
         # least recently used first (an OrderedDict: taking the oldest is O(1); a dict's
         # first key is found past the slots its deleted keys left, which grew costly)
         self._idle: OrderedDict[str, None] = OrderedDict()
+        # the ids of the threads with no message and no run yet, oldest first: at most
+        # FRESH_THREADS, counted apart from the idle ones
+        self._fresh: OrderedDict[str, None] = OrderedDict()
 
     def clear(self) -> None:
         """Forget every thread (another connection changed the file)."""
@@ -106,6 +118,7 @@ class Mirror:
         self._run_threads.clear()
         self._running.clear()
         self._idle.clear()
+        self._fresh.clear()
 
     def forget(self, thread_id: str) -> None:
         """Forget one thread (another process may write it now)."""
@@ -115,6 +128,7 @@ class Mirror:
                 self._run_threads.pop(run_id, None)
         self._running.pop(thread_id, None)
         self._idle.pop(thread_id, None)
+        self._fresh.pop(thread_id, None)
 
     def thread(self, thread_id: str) -> MirroredThread | None:
         """The mirrored thread, or ``None`` when it is not mirrored."""
@@ -144,7 +158,11 @@ class Mirror:
             self._run_threads[run.run_id] = thread
             if run.status == "running":
                 self._running[thread_id] = run.run_id
-        if thread_id not in self._running:
+        if thread_id in self._running:
+            pass
+        elif not thread.messages and not runs:
+            self._set_fresh(thread_id)
+        else:
             self._set_idle(thread_id)
         return thread
 
@@ -168,11 +186,13 @@ class Mirror:
                     thread.runs[run.run_id] = run
                     self._run_threads[run.run_id] = thread
                     self._note_status(run)
+                    self._grown(run.thread_id)
             elif isinstance(write, AppendMessage):
                 thread = threads.get(write.thread_id)
                 if thread is not None:
                     thread.message_at[write.message.id] = len(thread.messages)
                     thread.messages.append(write.message)
+                    self._grown(write.thread_id)
             elif isinstance(write, ReplaceMessage):
                 thread = threads.get(write.thread_id)
                 if thread is not None:
@@ -180,7 +200,7 @@ class Mirror:
             elif isinstance(write, CreateThread):
                 thread_id = write.thread.thread_id
                 threads[thread_id] = MirroredThread(write.thread)
-                self._set_idle(thread_id)
+                self._set_fresh(thread_id)
             else:
                 assert isinstance(write, SaveFile)  # files are not mirrored
 
@@ -194,6 +214,19 @@ class Mirror:
         elif running.get(thread_id) == run.run_id:
             del running[thread_id]
             self._set_idle(thread_id)
+
+    def _grown(self, thread_id: str) -> None:
+        """A thread got its first message or run: no longer a fresh one (an idle one unless
+        its run is running)."""
+        if self._fresh.pop(thread_id, 0) is None and thread_id not in self._running:
+            self._set_idle(thread_id)
+
+    def _set_fresh(self, thread_id: str) -> None:
+        fresh = self._fresh
+        fresh[thread_id] = None
+        if len(fresh) > FRESH_THREADS:  # the oldest fresh thread goes
+            oldest, _ = fresh.popitem(last=False)
+            del self.threads[oldest]  # (it has no run)
 
     def _set_idle(self, thread_id: str) -> None:
         idle = self._idle

@@ -19,7 +19,7 @@ from pai_actors import (
     ThreadRecord,
     ToolPart,
 )
-from pai_actors._store.sqlite_mirror import MIRRORED_THREADS
+from pai_actors._store.sqlite_mirror import FRESH_THREADS, MIRRORED_THREADS
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -200,3 +200,38 @@ async def test_after_a_burst_of_running_threads_the_mirror_keeps_only_its_bound(
         with SqliteStore(path) as fresh:
             for i in (0, count - 1):
                 assert await everything(store, f"t{i}") == await everything(fresh, f"t{i}")
+
+
+async def test_new_threads_wait_for_their_first_message_apart_from_the_idle_ones(
+    tmp_path: Path,
+) -> None:
+    # A burst of new conversations: every thread is created before any gets its message.
+    # Counted as idle ones they would push each other out (each read back whole when its
+    # message comes); as new ones they all stay, up to their own bound, the oldest out.
+    path = tmp_path / "x.db"
+    count = MIRRORED_THREADS * 2
+    with SqliteStore(path) as store:
+        async with store.transaction() as tx:
+            for i in range(count):
+                tx.create_thread(thread(f"t{i}"))
+        assert len(store._mirror.threads) == count
+        statements: list[str] = []
+        db = store._db
+        assert db is not None
+        db.set_trace_callback(statements.append)
+        for i in range(count):  # each gets its message: idle ones now, within their bound
+            assert await store.list_messages(f"t{i}") == []
+            async with store.transaction() as tx:
+                tx.append_message(f"t{i}", user(f"m{i}"))
+        assert not [s for s in statements if s.startswith("SELECT")]  # none was read back
+        assert len(store._mirror.threads) == MIRRORED_THREADS
+        assert f"t{count - 1}" in store._mirror.threads
+        with SqliteStore(path) as fresh:
+            for i in (0, count - 1):
+                assert await everything(store, f"t{i}") == await everything(fresh, f"t{i}")
+        async with store.transaction() as tx:
+            for i in range(FRESH_THREADS + 1):
+                tx.create_thread(thread(f"n{i}"))
+        assert "n0" not in store._mirror.threads  # the oldest new one went
+        assert f"n{FRESH_THREADS}" in store._mirror.threads
+        assert await store.list_messages("n0") == []  # read from the file
