@@ -279,8 +279,14 @@ class _CallDriver:
             self.live.thread_id, self.live.run_id, self.record.tool_call_id, self.record.name
         )
         self.span = self._span(message, thread)
-        with self.span:
-            await self._enter(message, spec, thread)
+        try:
+            with self.span:
+                await self._enter(message, spec, thread)
+        finally:
+            # The entry's SubRuns holds this driver: dropped here, the driver, its actor and
+            # all they hold are freed when the actor ends, not left to the garbage collector
+            # (a hundred objects a call, each collection costing them again).
+            self.sub_runs = None
 
     async def _enter(self, message: Entry, spec: CallSpec, thread: ToolThread) -> None:
         """Run ``execute`` from ``message`` and record its outcome (inside the entry's span)."""

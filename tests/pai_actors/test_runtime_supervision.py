@@ -7,6 +7,7 @@ effect at once and overtakes the entry still queued."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from typing import Any
 
@@ -295,3 +296,51 @@ async def test_an_abort_overtakes_the_queued_entry_and_takes_effect_at_once() ->
     assert address.ref.exit_reason == Cancelled("stop")
     assert address.aborted == Abort("stop")
     assert address.controller.signal.reason == "stop"
+
+
+async def test_a_call_actor_that_ended_leaves_no_reference_cycle(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Whatever a call actor held is freed when it ends: a cycle through it (once: the
+    # entry's sub-run starter and the call's driver, each holding the other) left a hundred
+    # objects a call for the garbage collector, whose every pass then costs them again.
+    async def execute(ctx: ToolContext) -> Any:
+        if ctx.entry.type == "resume":
+            return {"confirmed": ctx.entry.resume.n}
+        return ctx.suspend("confirm", {"n": ctx.input.n})
+
+    tool = define_tool(
+        id="t.confirm.v1",
+        description="Confirm.",
+        input_schema=Query,
+        suspend={"confirm": SuspendPoint(suspend_schema=Query, resume_schema=Query)},
+        execute=execute,
+    )
+    agent = define_agent(name="a", tools={"confirm": tool})
+    script = [[tool_call("confirm", {"n": 1})], text("done")] * 3
+    async with create_test_runtime(agent, model=ScriptedModel(script)) as rt:
+
+        async def conversation() -> None:
+            thread_id = await rt.create_thread("s")
+            await rt.send(thread_id, "go")
+            await rt.wait_idle(thread_id)
+            [action] = await rt.pending_actions(thread_id)
+            assert (await action.submit({"n": 2})).status == "accepted"
+            await rt.wait_idle(thread_id)
+
+        await conversation()  # (first uses made)
+        gc.collect()
+        gc.set_debug(gc.DEBUG_SAVEALL)  # what a collection finds is kept in gc.garbage
+        try:
+            await conversation()
+            await conversation()
+            gc.collect()
+            ours = [
+                type(o).__qualname__
+                for o in gc.garbage
+                if type(o).__module__.split(".")[0] in ("pai_actors", "supervisors", "trio")
+            ]
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+    assert ours == []
