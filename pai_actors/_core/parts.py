@@ -436,12 +436,12 @@ class Message(WireModel):
         """The message's parts by model step (see :func:`message_steps`)."""
         return message_steps(self.parts)
 
-    def to_wire(self) -> dict[str, JsonValue]:
-        wire: dict[str, JsonValue] = {
-            "id": self.id,
-            "role": self.role,
-            "parts": [part.to_wire() for part in self.parts],
-        }
+    def to_wire(self, *, parts: bool = True) -> dict[str, JsonValue]:
+        """The message as the camelCase JSON a client receives (without ``"parts"`` when
+        not ``parts``: a store writes its parts apart)."""
+        wire: dict[str, JsonValue] = {"id": self.id, "role": self.role}
+        if parts:
+            wire["parts"] = [part.to_wire() for part in self.parts]
         if self.metadata is not None:
             wire["metadata"] = dict(self.metadata)
         return wire

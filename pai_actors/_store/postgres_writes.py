@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeAlias, assert_never
 
 from .._core.errors import StoreConflict, StoreError
+from .._core.json import JsonValue, json_text
 from .._core.parts import Message
 from .base import (
     AppendMessage,
@@ -109,7 +110,7 @@ def statement(write: Write) -> Statement:
             write.thread_id,
             write.message_id,
             write.part.tool_call_id,
-            json.dumps(write.part.to_wire()),
+            json_text(write.part.to_wire()),
         )
     if isinstance(write, CreateThread):
         record = write.thread
@@ -205,10 +206,10 @@ def _parts_json(thread_id: str, message: Message) -> str:
     """A message's part rows as JSON, one row per key: the first position and the last part
     of a key used twice, as SQLite's upsert keeps (PostgreSQL refuses to upsert one row twice
     in a statement)."""
-    rows: dict[str, dict[str, object]] = {}
+    rows: dict[str, dict[str, JsonValue]] = {}
     for _, _, key, position, text in _part_rows(thread_id, message):
         rows.setdefault(key, {"key": key, "position": position})["json"] = text
-    return json.dumps(list(rows.values()))
+    return json_text(list(rows.values()))
 
 
 async def _refuse(db: Connection, write: Write) -> None:

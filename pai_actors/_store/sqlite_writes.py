@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import assert_never
 
 from .._core.errors import StoreConflict, StoreError
+from .._core.json import json_text
 from .._core.parts import Message, ToolPart
 from .base import (
     AppendMessage,
@@ -93,7 +94,7 @@ def _write_one(db: sqlite3.Connection, write: Write) -> bool:
                 write.thread_id,
                 write.message_id,
                 write.part.tool_call_id,
-                json.dumps(write.part.to_wire()),
+                json_text(write.part.to_wire()),
             ),
         )
     elif isinstance(write, CreateThread):
@@ -124,7 +125,7 @@ def _write_one(db: sqlite3.Connection, write: Write) -> bool:
         db.execute(
             "DELETE FROM parts WHERE thread_id = ? AND message_id = ?"
             " AND key NOT IN (SELECT value FROM json_each(?))",
-            (write.thread_id, message.id, json.dumps([row[2] for row in rows])),
+            (write.thread_id, message.id, json_text([row[2] for row in rows])),
         )
         db.executemany(_UPSERT_PART, rows)
     elif isinstance(write, PutRun):
@@ -254,16 +255,14 @@ def _part_rows(thread_id: str, message: Message) -> list[tuple[str, str, str, in
             message.id,
             part.tool_call_id if isinstance(part, ToolPart) else f"#{index}",
             index,
-            json.dumps(part.to_wire()),
+            json_text(part.to_wire()),
         )
         for index, part in enumerate(message.parts)
     ]
 
 
 def _message_json(message: Message) -> str:
-    wire = message.to_wire()
-    del wire["parts"]
-    return json.dumps(wire)
+    return json_text(message.to_wire(parts=False))
 
 
 _UPSERT_PART = (

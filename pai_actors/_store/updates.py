@@ -4,12 +4,11 @@ yields), and those updates as JSON text, for a store that logs them for other pr
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from pydantic import TypeAdapter
 
-from .._core.json import JsonValue
+from .._core.json import JsonValue, json_text
 from .._core.updates import (
     MessageAppended,
     MessageReplaced,
@@ -78,7 +77,7 @@ def encoded_updates(writes: Sequence[Write]) -> dict[str, str]:
         else:
             continue
         by_thread.setdefault(thread_id, []).append(wire)
-    return {t: json.dumps(u, separators=(",", ":")) for t, u in by_thread.items()}
+    return {t: json_text(u) for t, u in by_thread.items()}
 
 
 def decode_updates(text: str) -> list[ThreadUpdate]:

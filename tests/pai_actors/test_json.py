@@ -322,3 +322,19 @@ def test_deep_values_and_cycles_take_the_long_way() -> None:
     looped: dict[str, Any] = {}
     looped["self"] = [looped]
     assert _message(looped) == "output['self'][0] contains itself (a cycle); JSON values are trees"
+
+
+@given(json_values)
+def test_json_text_reads_back_the_same(value: Any) -> None:
+    assert json.loads(_json.json_text(value)) == value
+
+
+def test_json_text_is_compact_and_writes_text_as_it_is() -> None:
+    value: dict[str, Any] = {"text": 'héllo ☃ \u2028 "q" \\', "n": [1, -2.5, None, True], "o": {}}
+    text = _json.json_text(value)
+    assert json.loads(text) == value
+    assert "☃" in text
+    assert ", " not in text
+    assert ": " not in text
+    # text no JSON value holds (an exception's message, say) is written as escapes
+    assert json.loads(_json.json_text({"error": "bad \ud800"})) == {"error": "bad \ud800"}
