@@ -304,19 +304,7 @@ async def test_a_call_actor_that_ended_leaves_no_reference_cycle(
     # Whatever a call actor held is freed when it ends: a cycle through it (once: the
     # entry's sub-run starter and the call's driver, each holding the other) left a hundred
     # objects a call for the garbage collector, whose every pass then costs them again.
-    async def execute(ctx: ToolContext) -> Any:
-        if ctx.entry.type == "resume":
-            return {"confirmed": ctx.entry.resume.n}
-        return ctx.suspend("confirm", {"n": ctx.input.n})
-
-    tool = define_tool(
-        id="t.confirm.v1",
-        description="Confirm.",
-        input_schema=Query,
-        suspend={"confirm": SuspendPoint(suspend_schema=Query, resume_schema=Query)},
-        execute=execute,
-    )
-    agent = define_agent(name="a", tools={"confirm": tool})
+    agent = define_agent(name="a", tools={"confirm": confirming([])})
     script = [[tool_call("confirm", {"n": 1})], text("done")] * 3
     async with create_test_runtime(agent, model=ScriptedModel(script)) as rt:
 
