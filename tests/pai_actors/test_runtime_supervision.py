@@ -305,7 +305,7 @@ async def test_a_call_actor_that_ended_leaves_no_reference_cycle(
     # entry's sub-run starter and the call's driver, each holding the other) left a hundred
     # objects a call for the garbage collector, whose every pass then costs them again.
     agent = define_agent(name="a", tools={"confirm": confirming([])})
-    script = [[tool_call("confirm", {"n": 1})], text("done")] * 3
+    script: list[Any] = [[tool_call("confirm", {"n": 1})], text("done")] * 3
     async with create_test_runtime(agent, model=ScriptedModel(script)) as rt:
 
         async def conversation() -> None:
