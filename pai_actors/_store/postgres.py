@@ -670,8 +670,8 @@ class PostgresStore(ClosingStore):
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
         self._check_open()
         await trio.lowlevel.checkpoint_if_cancelled()
-        # A thread's record never changes: the mirror's answers even while a group that
-        # writes the thread is in flight.
+        # A thread's record never changes: the mirror answers for it even while a group
+        # that writes the thread is in flight.
         mirrored = None if self._mirror is None else self._mirror.thread(thread_id)
         if mirrored is not None and self._owns(thread_id):
             return mirrored.record

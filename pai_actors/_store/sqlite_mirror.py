@@ -158,12 +158,11 @@ class Mirror:
             self._run_threads[run.run_id] = thread
             if run.status == "running":
                 self._running[thread_id] = run.run_id
-        if thread_id in self._running:
-            pass
-        elif not thread.messages and not runs:
-            self._set_fresh(thread_id)
-        else:
-            self._set_idle(thread_id)
+        if thread_id not in self._running:
+            if thread.messages or runs:
+                self._set_idle(thread_id)
+            else:
+                self._set_fresh(thread_id)
         return thread
 
     def apply(self, writes: Sequence[Write]) -> None:
