@@ -111,6 +111,14 @@ R = TypeVar("R", bound=pydantic.BaseModel)
 
 _log = logging.getLogger("pai_actors.store")
 
+MIRRORED_THREADS = 1024
+"""How many threads without a ``running`` run a :class:`PostgresStore` keeps in memory
+besides those with one (a :class:`~pai_actors.SqliteStore` keeps 256,
+``_store.sqlite_mirror``): a store on a server most often serves a process running many
+conversations at once, whose suspended calls are answered moments later (a client watching
+them), and a thread pushed out meanwhile is read back whole. Each costs its records in
+memory; a suspended one beyond these costs its rows only."""
+
 
 class PostgresStore(ClosingStore):
     """A :class:`~pai_actors.Store` in a PostgreSQL database:
@@ -189,10 +197,16 @@ class PostgresStore(ClosingStore):
         self._writer_in_use = False  # a group is being written on it
         self._writer_lock = trio.Lock()  # held while a group is written (or a thread loaded)
         self._batch: list[Commit] | None = None  # the group commit being gathered
-        self._mirror = Mirror() if mirror else None
+        self._mirror = Mirror(MIRRORED_THREADS) if mirror else None
         self._owners = owners
         if owners is not None and self._mirror is not None:
-            owners.on_lost(self._mirror.forget)  # only the owner caches a thread
+            # Only the owner caches a thread; one it gave up stays as it left it, answering
+            # once its lease is found unchanged (:meth:`_released`).
+            owners.on_fenced(self._mirror.forget)
+            owners.on_given_up(self._retain)
+            owners.on_held(self._retake)
+        self._check: _Check | None = None  # the released threads' next check, gathering
+        self._check_lock = trio.Lock()  # held while a check is read
         self._writing: frozenset[str] = frozenset()  # the threads the group in flight writes
         self._loading: dict[str, _Load] = {}  # the threads being read into the mirror
         self._closed = False
@@ -627,8 +641,10 @@ class PostgresStore(ClosingStore):
         self._check_open()
         await trio.lowlevel.checkpoint_if_cancelled()
         mirror = self._mirror
-        if mirror is None or thread_id in self._writing or not self._owns(thread_id):
+        if mirror is None or thread_id in self._writing:
             return None
+        if not self._owns(thread_id):
+            return await self._released(thread_id)
         found = mirror.thread(thread_id)
         if found is not None:
             return found
@@ -667,13 +683,102 @@ class PostgresStore(ClosingStore):
     def _owns(self, thread_id: str) -> bool:
         return self._owners is None or thread_id in self._owners.held
 
+    # A node's threads it gave up. A node gives up a thread's lease when the thread's run
+    # waits or ends (``_store.postgres_owners``), most often to take it again a moment later
+    # (the client answers the action it waits on, here). The mirror keeps such a thread as
+    # the node left it, marked with the epoch it gave the lease up at, and answers a read
+    # of it once a check sent after the read began finds this node's lease row at that
+    # epoch still: any other node that wrote the thread since took its lease first, in the
+    # transaction of its write, which raised the epoch. So the answer is the database's
+    # at the check, and the checks of every such read meanwhile are one statement. When
+    # this node takes the thread again at the next epoch, nobody wrote it in between: the
+    # mirror holds it as before; at any other, it is forgotten.
+
+    def _retain(self, thread_id: str, epoch: int) -> None:
+        """This node gave up ``thread_id``'s lease, held at ``epoch`` (``Owners.on_given_up``)."""
+        mirror = self._mirror
+        thread = None if mirror is None else mirror.threads.get(thread_id)
+        if mirror is None or thread is None:
+            return
+        if thread.released is None or epoch == thread.released + 1:
+            thread.released = epoch  # (or taken and given up in one commit, continuously)
+        else:
+            mirror.forget(thread_id)
+
+    def _retake(self, thread_id: str, epoch: int) -> None:
+        """This node holds ``thread_id`` at ``epoch`` (``Owners.on_held``)."""
+        mirror = self._mirror
+        thread = None if mirror is None else mirror.threads.get(thread_id)
+        if mirror is None or thread is None or thread.released is None:
+            return
+        if epoch == thread.released + 1:
+            thread.released = None
+        else:
+            mirror.forget(thread_id)
+
+    async def _released(self, thread_id: str) -> MirroredThread | None:
+        """A thread this node gave up, as the mirror holds it, if no other node wrote it
+        since (checked after this call began); ``None`` otherwise (read it from the server)."""
+        mirror = self._mirror
+        found = None if mirror is None else mirror.thread(thread_id)
+        if mirror is None or found is None or found.released is None:
+            return None
+        if thread_id in self._writing:
+            return None
+        epoch = found.released
+        check = self._check
+        if check is None:  # the first reader sends the check
+            check = self._check = _Check()
+            check.epochs[thread_id] = epoch
+            await self._run_check(check)
+        else:
+            checked = check.epochs.setdefault(thread_id, epoch)
+            await check.done.wait()
+            if checked != epoch:
+                return None  # (this node's commits moved the epoch before the check)
+        if mirror.threads.get(thread_id) is not found or thread_id in self._writing:
+            return None  # forgotten, or being written, meanwhile
+        if check.changed is None:
+            return None  # the check failed: the server says why
+        if thread_id in check.changed:
+            if found.released == epoch:
+                mirror.forget(thread_id)  # another node took it since
+            return None
+        # As found at the check; or, taken (and given up) since by this node, continuously:
+        # as it was at that later commit.
+        return found
+
+    async def _run_check(self, check: _Check) -> None:
+        """Read the epochs of ``check``'s threads once the check before it was read (one at
+        a time: the threads that come meanwhile join the next one)."""
+        assert self._owners is not None
+        try:
+            async with self._check_lock:
+                if self._check is check:
+                    self._check = None  # closed: what comes now is read by the next
+                try:
+                    check.changed = await self._owners.changed(self._pool, check.epochs)
+                except StoreError:
+                    pass  # (each reader reads from the server, which says what failed)
+        finally:
+            if self._check is check:
+                self._check = None
+            check.done.set()
+
+    async def _answering(self, thread_id: str) -> MirroredThread | None:
+        """The mirrored thread that may answer a read now, without reading it in: owned
+        and mirrored, or given up and unchanged since (:meth:`_released`)."""
+        if self._owns(thread_id):
+            return self._mirrored_now(thread_id)
+        return await self._released(thread_id)
+
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
         self._check_open()
         await trio.lowlevel.checkpoint_if_cancelled()
         # A thread's record never changes: the mirror answers for it even while a group
-        # that writes the thread is in flight.
+        # that writes the thread is in flight, or once another node owns it.
         mirrored = None if self._mirror is None else self._mirror.thread(thread_id)
-        if mirrored is not None and self._owns(thread_id):
+        if mirrored is not None:
             return mirrored.record
         rows = await self._fetch(_THREAD, thread_id)
         return _load(ThreadRecord, rows[0][0]) if rows else None
@@ -695,7 +800,11 @@ class PostgresStore(ClosingStore):
         await trio.lowlevel.checkpoint_if_cancelled()
         found = None if self._mirror is None else self._mirror.run(run_id)
         if found is not None and found.thread_id not in self._writing:
-            return found
+            if self._owns(found.thread_id):
+                return found
+            thread = await self._released(found.thread_id)
+            if thread is not None:
+                return thread.runs.get(run_id)
         rows = await self._fetch("SELECT json FROM runs WHERE run_id = $1", run_id)
         return _load(RunRecord, rows[0][0]) if rows else None
 
@@ -708,7 +817,7 @@ class PostgresStore(ClosingStore):
     async def get_active_run(self, thread_id: str) -> RunRecord | None:
         self._check_open()
         await trio.lowlevel.checkpoint_if_cancelled()
-        thread = self._mirrored_now(thread_id)
+        thread = await self._answering(thread_id)
         if thread is not None:
             return next((run for run in thread.runs.values() if run.active), None)
         # Not mirrored: one indexed read, not the whole thread (a tree of sub-agent runs
@@ -801,6 +910,19 @@ _SEND = f"SELECT count(pg_notify('{LIVE}', value)) FROM json_array_elements_text
 _ANNOUNCE_WATCHING = (
     f"SELECT count(pg_notify('{WATCHING}', value)) FROM json_array_elements_text($1::text::json)"
 )
+
+
+class _Check:
+    """A check of threads this node gave up (:meth:`PostgresStore._released`): each with
+    the epoch it gave it up at; ``done`` when it was read, and ``changed`` then: those
+    another node took since (``None`` when the read failed)."""
+
+    __slots__ = ("changed", "done", "epochs")
+
+    def __init__(self) -> None:
+        self.epochs: dict[str, int] = {}
+        self.done = trio.Event()
+        self.changed: set[str] | None = None
 
 
 class _Load:

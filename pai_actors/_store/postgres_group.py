@@ -73,7 +73,7 @@ class Commit:
             [*(statement(write) for write in writes), *self.log] if pipelined else None
         )
         self.claimed: dict[str, int] = {}  # the leases its transaction renewed or took
-        self.released: list[str] = []  # and those it gave up (their runs stopped)
+        self.released: dict[str, int] = {}  # and those it gave up (their runs stopped)
         self.error: BaseException | None = None
         self.waiting: trio.lowlevel.Task | None = None  # a joiner, parked until written
 
@@ -196,9 +196,8 @@ class _LeasePlan:
             claimed = {t: self.held[t] for t in self.threads[index] if t in self.held}
             if index in self.taken:
                 claimed.update((t, e) for t, e in self.taken[index].rows if e is not None)
-            commit.released = self.idle.get(index, [])
-            for thread_id in commit.released:
-                claimed.pop(thread_id, None)
+            idle = self.idle.get(index, ())
+            commit.released = {t: claimed.pop(t) for t in idle if t in claimed}
             commit.claimed = claimed
 
 

@@ -32,7 +32,7 @@ and what the callbacks given to :meth:`Owners.on_lost` drop, such as the runtime
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 from .._core.errors import ThreadOwnedElsewhere
@@ -95,6 +95,14 @@ _TAKE = (
     " epoch = o.epoch + 1, expires_at = excluded.expires_at"
     " WHERE o.expires_at < now() OR o.node_id = excluded.node_id"
     " RETURNING o.thread_id, o.epoch"
+)
+# Of these threads and epochs, those whose lease row is no longer this node's at that epoch
+# (another node took the thread since).
+_CHANGED = (
+    "SELECT h.thread_id FROM json_to_recordset($2::text::json) AS h (thread_id text, epoch bigint)"
+    " LEFT JOIN pai_thread_owners AS o"
+    " ON o.thread_id = h.thread_id AND o.node_id = $1 AND o.epoch = h.epoch"
+    " WHERE o.thread_id IS NULL"
 )
 _OWNER = (
     "SELECT thread_id, node_id, expires_at < now() FROM pai_thread_owners"
@@ -169,6 +177,8 @@ class Owners:
         self.fenced: set[str] = set()
         self._lost: list[Callable[[str], None]] = []
         self._fenced: list[Callable[[str], None]] = []
+        self._held: list[Callable[[str, int], None]] = []
+        self._given_up: list[Callable[[str, int], None]] = []
 
     def on_lost(self, callback: Callable[[str], None]) -> None:
         """Call ``callback(thread_id)`` whenever this node stops owning a thread."""
@@ -177,6 +187,16 @@ class Owners:
     def on_fenced(self, callback: Callable[[str], None]) -> None:
         """Call ``callback(thread_id)`` when another node took a thread from this one."""
         self._fenced.append(callback)
+
+    def on_held(self, callback: Callable[[str, int], None]) -> None:
+        """Call ``callback(thread_id, epoch)`` for each lease a written commit (or a take)
+        renewed or took: this node holds the thread at that epoch."""
+        self._held.append(callback)
+
+    def on_given_up(self, callback: Callable[[str, int], None]) -> None:
+        """Call ``callback(thread_id, epoch)`` when this node gave up its lease of a thread,
+        held at that epoch (before the :meth:`on_lost` callbacks)."""
+        self._given_up.append(callback)
 
     async def renew_held(self, db: Fetcher, thread_ids: Iterable[str]) -> set[str]:
         """Inside a group commit's transaction, before its commits: renew at once the
@@ -242,21 +262,26 @@ class Owners:
             "written; send the request to that node, or retry once its lease expired"
         )
 
-    async def release(self, db: Fetcher, claimed: dict[str, int], idle: Iterable[str]) -> list[str]:
+    async def release(
+        self, db: Fetcher, claimed: dict[str, int], idle: Iterable[str]
+    ) -> dict[str, int]:
         """Inside a commit's transaction: give up at once the leases it claimed of the
         threads whose run it stopped (waiting, or ended): nothing drives them now, and
         the next node that writes one takes it without waiting for the lease to expire.
-        The threads given up (to :meth:`given_up` once the commit is written)."""
-        done = {t: claimed.pop(t) for t in set(idle) if t in claimed}
+        The leases given up, thread -> epoch (to :meth:`given_up` once the commit is
+        written)."""
+        done = {t: claimed.pop(t) for t in sorted(set(idle)) if t in claimed}
         if done:
             await db.fetch(_GIVE_UP, self.node_id, _pairs(done))
-        return sorted(done)
+        return done
 
-    def given_up(self, thread_ids: Iterable[str]) -> None:
-        """The commit that gave these leases up is written: this node owns them no more
-        (and caches them no more)."""
-        for thread_id in thread_ids:
+    def given_up(self, released: Mapping[str, int]) -> None:
+        """The commit that gave these leases up (thread -> the epoch it held it at) is
+        written: this node owns them no more."""
+        for thread_id, epoch in released.items():
             self.held.pop(thread_id, None)
+            for given_up in self._given_up:
+                given_up(thread_id, epoch)
             for callback in self._lost:
                 callback(thread_id)
 
@@ -302,6 +327,10 @@ class Owners:
     def hold(self, claimed: dict[str, int]) -> None:
         """The commit that claimed these leases is written: this node holds them."""
         self.held.update(claimed)
+        if self._held:
+            for thread_id, epoch in claimed.items():
+                for callback in self._held:
+                    callback(thread_id, epoch)
 
     def lose(self, thread_ids: Iterable[str]) -> None:
         """Another node took these threads from this one: fence them, forget them, and tell
@@ -311,6 +340,13 @@ class Owners:
                 self.fenced.add(thread_id)
                 for callback in (*self._lost, *self._fenced):
                     callback(thread_id)
+
+    async def changed(self, db: Fetcher, epochs: dict[str, int]) -> set[str]:
+        """Of ``epochs`` (thread -> an epoch this node held it at), the threads whose lease
+        is no longer this node's at that epoch: another node took them since (this node
+        taking one again raises its epoch too)."""
+        rows = await db.fetch(_CHANGED, self.node_id, _pairs(epochs))
+        return {str(row[0]) for row in rows}
 
     async def renew(self, db: Fetcher) -> None:
         """Renew every lease this node holds; forget those it lost."""
@@ -331,10 +367,9 @@ class Owners:
             return
         held = dict(self.held)
         rows = await db.fetch(_RELEASE, self.node_id, _pairs(held))
-        # (given up by this node, not taken by another: forgotten, not fenced)
-        self.given_up(
-            str(row[0]) for row in rows if self.held.get(str(row[0])) == held[str(row[0])]
-        )
+        # (given up by this node, not taken by another: not fenced)
+        given_up = (str(row[0]) for row in rows)
+        self.given_up({t: held[t] for t in given_up if self.held.get(t) == held[t]})
 
 
 async def orphaned_threads(db: Fetcher, limit: int) -> list[str]:

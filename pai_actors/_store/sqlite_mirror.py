@@ -63,7 +63,7 @@ class MirroredThread:
     """A thread's records as the file holds them: its messages and runs in order, its calls
     in the order they were created (a dict keeps the order of first insertion)."""
 
-    __slots__ = ("calls", "message_at", "messages", "record", "runs")
+    __slots__ = ("calls", "message_at", "messages", "record", "released", "runs")
 
     def __init__(
         self,
@@ -77,6 +77,9 @@ class MirroredThread:
         self.message_at = {message.id: i for i, message in enumerate(self.messages)}
         self.runs = {run.run_id: run for run in runs}
         self.calls = {call.tool_call_id: call for call in calls}
+        # (a PostgreSQL node's) the epoch of the lease this node gave the thread up at,
+        # whose records these are as it left them; ``None`` while it owns the thread
+        self.released: int | None = None
 
     def put_part(self, message_id: str, part: ToolPart) -> None:
         """Replace the tool part of ``part.tool_call_id`` in the message, or append it."""
