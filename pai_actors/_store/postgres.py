@@ -104,20 +104,21 @@ from .postgres_updates import (
 )
 from .postgres_writes import apply_writes
 from .sqlite import _messages
-from .sqlite_mirror import Mirror, MirroredThread
+from .sqlite_mirror import MIRRORED_THREADS, Mirror, MirroredThread
 from .sqlite_writes import instant_us
 
 R = TypeVar("R", bound=pydantic.BaseModel)
 
 _log = logging.getLogger("pai_actors.store")
 
-MIRRORED_THREADS = 1024
-"""How many threads without a ``running`` run a :class:`PostgresStore` keeps in memory
-besides those with one (a :class:`~pai_actors.SqliteStore` keeps 256,
-``_store.sqlite_mirror``): a store on a server most often serves a process running many
-conversations at once, whose suspended calls are answered moments later (a client watching
-them), and a thread pushed out meanwhile is read back whole. Each costs its records in
-memory; a suspended one beyond these costs its rows only."""
+NODE_MIRRORED_THREADS = 1024
+"""How many threads without a ``running`` run a node (a :class:`PostgresStore` with a
+``node_id``) keeps in memory besides those with one; a store without one keeps 256, as
+SQLite does (``_store.sqlite_mirror``). A node gives a thread up whenever its run waits
+and keeps it to answer its client's next reads (:meth:`PostgresStore._released`), which
+wait for a check of its lease: so more of its conversations wait at once, and each pushed
+out is read back whole. Each costs its records in memory; a suspended one beyond these
+costs its rows only."""
 
 
 class PostgresStore(ClosingStore):
@@ -197,7 +198,8 @@ class PostgresStore(ClosingStore):
         self._writer_in_use = False  # a group is being written on it
         self._writer_lock = trio.Lock()  # held while a group is written (or a thread loaded)
         self._batch: list[Commit] | None = None  # the group commit being gathered
-        self._mirror = Mirror(MIRRORED_THREADS) if mirror else None
+        limit = MIRRORED_THREADS if owners is None else NODE_MIRRORED_THREADS
+        self._mirror = Mirror(limit) if mirror else None
         self._owners = owners
         if owners is not None and self._mirror is not None:
             # Only the owner caches a thread; one it gave up stays as it left it, answering
