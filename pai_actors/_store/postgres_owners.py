@@ -24,9 +24,12 @@ connection (the store reconnects when one breaks), and a lock gives no epoch a w
 check; a lease row is checked and renewed by the same statement a commit runs anyway, and
 survives a reconnection.
 
-Whatever this node cached of a thread it no longer owns is forgotten (the store's mirror,
-and what the callbacks given to :meth:`Owners.on_lost` drop, such as the runtime's
-"loaded" mark), so only the owner caches a thread.
+Only the owner caches a thread. What this node cached of a thread another node took from
+it is forgotten (the store's mirror, and what the callbacks given to :meth:`Owners.on_lost`
+drop, such as the runtime's "loaded" mark). A thread it gave up itself the store keeps as
+it left it, with the epoch it gave it up at (:meth:`Owners.on_given_up`), and answers a read
+of it only once :meth:`Owners.changed` found that no other node took it since: any node
+that writes a thread takes its lease first, which raises the epoch.
 """
 
 from __future__ import annotations
