@@ -43,7 +43,7 @@ from .postgres_connection import Connection, Statement
 from .postgres_owners import Owners
 from .postgres_updates import log_statement
 from .postgres_writes import statement
-from .updates import encoded_updates
+from .updates import PartTexts, encoded_updates
 
 _CHUNK = 2_000
 """At most this many statements per pipeline: a group's results are read (and its failure
@@ -59,18 +59,21 @@ class Commit:
         self, writes: Sequence[Write], *, pipelined: bool = False, log_as: str | None = None
     ) -> None:
         self.writes = writes
+        texts: PartTexts = {}  # (each part encoded once, for its row and for the log)
         # With ``log_as`` (a node id): the statements that log the updates it shows, after
         # its writes in its transaction (``_store.postgres_updates``).
         self.log = (
             []
             if log_as is None
-            else [log_statement(t, log_as, body) for t, body in encoded_updates(writes).items()]
+            else [
+                log_statement(t, log_as, body) for t, body in encoded_updates(writes, texts).items()
+            ]
         )
         # For a pipelined group: made by the committing task as it joins, while the group
         # before is being written (the leader would make them all after it, the server
         # waiting); none where groups are never pipelined.
         self.statements = (
-            [*(statement(write) for write in writes), *self.log] if pipelined else None
+            [*(statement(write, texts) for write in writes), *self.log] if pipelined else None
         )
         self.claimed: dict[str, int] = {}  # the leases its transaction renewed or took
         self.released: dict[str, int] = {}  # and those it gave up (their runs stopped)

@@ -39,6 +39,7 @@ from .base import (
 )
 from .postgres_connection import Connection, Param, ServerError, Statement
 from .sqlite_writes import _message_json, _part_rows, instant_us
+from .updates import PartTexts, part_text
 
 _NeedThread: TypeAlias = Callable[[str, str], Awaitable[None]]
 
@@ -69,9 +70,10 @@ async def apply_writes(db: Connection, writes: Sequence[Write], *, undo: str) ->
             )
 
 
-def statement(write: Write) -> Statement:
+def statement(write: Write, texts: PartTexts | None = None) -> Statement:
     """The one statement that applies ``write``; it writes no row when the write is refused
-    (:func:`apply_writes` then looks into why)."""
+    (:func:`apply_writes` then looks into why). ``texts``: its parts' JSON, shared with the
+    commit's log of updates (``_store.updates.part_text``)."""
     if isinstance(write, PutCall):  # the most frequent write first
         call, stored = write.call, write.stored
         text = stored.model_dump_json()
@@ -110,7 +112,7 @@ def statement(write: Write) -> Statement:
             write.thread_id,
             write.message_id,
             write.part.tool_call_id,
-            json_text(write.part.to_wire()),
+            part_text(write.part, texts),
         )
     if isinstance(write, CreateThread):
         record = write.thread
@@ -133,7 +135,7 @@ def statement(write: Write) -> Statement:
             write.thread_id,
             write.message.id,
             _message_json(write.message),
-            _parts_json(write.thread_id, write.message),
+            _parts_json(write.thread_id, write.message, texts),
         )
     if isinstance(write, ReplaceMessage):
         # A turn's next step keeps the parts before it: rows that did not change are not
@@ -153,7 +155,7 @@ def statement(write: Write) -> Statement:
             write.thread_id,
             write.message.id,
             _message_json(write.message),
-            _parts_json(write.thread_id, write.message),
+            _parts_json(write.thread_id, write.message, texts),
         )
     if isinstance(write, PutRun):
         run, new = write.run, write.stored
@@ -202,12 +204,12 @@ _PARTS = "json_to_recordset($4::json) AS p(key text, position integer, json text
 """A message's part rows, from :func:`_parts_json`'s parameter."""
 
 
-def _parts_json(thread_id: str, message: Message) -> str:
+def _parts_json(thread_id: str, message: Message, texts: PartTexts | None = None) -> str:
     """A message's part rows as JSON, one row per key: the first position and the last part
     of a key used twice, as SQLite's upsert keeps (PostgreSQL refuses to upsert one row twice
     in a statement)."""
     rows: dict[str, dict[str, JsonValue]] = {}
-    for _, _, key, position, text in _part_rows(thread_id, message):
+    for _, _, key, position, text in _part_rows(thread_id, message, texts):
         rows.setdefault(key, {"key": key, "position": position})["json"] = text
     return json_text(list(rows.values()))
 

@@ -33,6 +33,7 @@ from .base import (
     check_revision,
     open_actions,
 )
+from .updates import PartTexts, part_text
 
 
 def apply_writes(db: sqlite3.Connection, writes: Sequence[Write]) -> None:
@@ -248,14 +249,16 @@ def instant_us(at: datetime | None) -> int | None:
     return None if at is None else (at - _EPOCH) // timedelta(microseconds=1)
 
 
-def _part_rows(thread_id: str, message: Message) -> list[tuple[str, str, str, int, str]]:
+def _part_rows(
+    thread_id: str, message: Message, texts: PartTexts | None = None
+) -> list[tuple[str, str, str, int, str]]:
     return [
         (
             thread_id,
             message.id,
             part.tool_call_id if isinstance(part, ToolPart) else f"#{index}",
             index,
-            json_text(part.to_wire()),
+            part_text(part, texts),
         )
         for index, part in enumerate(message.parts)
     ]

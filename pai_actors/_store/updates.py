@@ -4,11 +4,13 @@ yields), and those updates as JSON text, for a store that logs them for other pr
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
 from .._core.json import JsonValue, json_text
+from .._core.parts import Part
 from .._core.updates import (
     MessageAppended,
     MessageReplaced,
@@ -49,37 +51,66 @@ def threads_shown(writes: Sequence[Write]) -> frozenset[str]:
     )
 
 
-def encoded_updates(writes: Sequence[Write]) -> dict[str, str]:
+PartTexts = dict[int, str]
+"""The JSON text of parts, by ``id(part)``: what one commit's statements and its log of
+updates share, so each part is encoded once. Only for the parts of writes alive meanwhile
+(a part's id is unique while it lives)."""
+
+
+def part_text(part: Part, texts: PartTexts | None = None) -> str:
+    """``part``'s wire form as JSON text (a store's part row), taken from ``texts`` when
+    it is there, and kept there."""
+    if texts is None:
+        return json_text(part.to_wire())
+    text = texts.get(id(part))
+    if text is None:
+        text = texts[id(part)] = json_text(part.to_wire())
+    return text
+
+
+def encoded_updates(writes: Sequence[Write], texts: PartTexts | None = None) -> dict[str, str]:
     """The updates ``writes`` show, by thread, each thread's as JSON text: the list of the
     updates' wire forms (``to_wire()`` of those :func:`updates_of` makes), in order. Made
-    from the writes directly: this runs for every commit of a node."""
-    by_thread: dict[str, list[JsonValue]] = {}
+    from the writes directly, the texts of their parts taken from ``texts`` (those the
+    commit's statements encoded): this runs for every commit of a node."""
+    by_thread: dict[str, list[str]] = {}
     for write in writes:
         if isinstance(write, AppendMessage | ReplaceMessage):
             kind = "message-appended" if isinstance(write, AppendMessage) else "message-replaced"
             thread_id = write.thread_id
-            wire: JsonValue = {
-                "type": kind,
-                "threadId": thread_id,
-                "message": write.message.to_wire(),
-            }
+            message = write.message
+            head = json_text(message.to_wire(parts=False))  # {"id":...,"role":...}
+            parts = ",".join(part_text(part, texts) for part in message.parts)
+            text = (
+                f'{{"type":"{kind}","threadId":{json_text(thread_id)},'
+                f'"message":{head[:-1]},"parts":[{parts}]}}}}'
+            )
         elif isinstance(write, PutToolPart):
             thread_id = write.thread_id
-            wire = {
-                "type": "tool-part-updated",
-                "threadId": thread_id,
-                "messageId": write.message_id,
-                "part": write.part.to_wire(),
-            }
+            text = (
+                f'{{"type":"tool-part-updated","threadId":{json_text(thread_id)},'
+                f'"messageId":{json_text(write.message_id)},'
+                f'"part":{part_text(write.part, texts)}}}'
+            )
         elif isinstance(write, PutRun):
             thread_id = write.run.thread_id
-            wire = {"type": "run-status", "threadId": thread_id, "run": write.run.state.to_wire()}
+            wire: JsonValue = {
+                "type": "run-status",
+                "threadId": thread_id,
+                "run": write.run.state.to_wire(),
+            }
+            text = json_text(wire)
         else:
             continue
-        by_thread.setdefault(thread_id, []).append(wire)
-    return {t: json_text(u) for t, u in by_thread.items()}
+        by_thread.setdefault(thread_id, []).append(text)
+    return {t: f"[{','.join(u)}]" for t, u in by_thread.items()}
 
 
 def decode_updates(text: str) -> list[ThreadUpdate]:
     """The updates :func:`encoded_updates` wrote as ``text``."""
-    return _UPDATES.validate_json(text)
+    try:
+        return _UPDATES.validate_json(text)
+    except ValidationError:
+        # Text no JSON value holds (a lone surrogate, in an exception's message) is written
+        # escaped (``json_text``), which pydantic's parser refuses and ``json`` reads.
+        return _UPDATES.validate_python(json.loads(text))
