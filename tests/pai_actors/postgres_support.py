@@ -11,12 +11,23 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 import pytest
 
-from pai_actors import PostgresStore
+from pai_actors import (
+    Message,
+    PostgresStore,
+    TextPart,
+    ThreadRecord,
+    ToolRegistration,
+    define_agent,
+    define_tool,
+    json_schema,
+)
 from pai_actors._store.postgres_connection import parse_conninfo
+from pai_actors.testing import ScriptedModel, text, tool_call
 
 SERVER_ENV = "PAI_TEST_POSTGRES"
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -95,3 +106,44 @@ def postgres_stores(
             yield store
 
     return open_store
+
+
+def thread(thread_id: str) -> ThreadRecord:
+    """A thread record of scope ``s``, for a test to write."""
+    return ThreadRecord(
+        thread_id=thread_id, scope_key="s", created_at=datetime(2026, 1, 1, tzinfo=UTC)
+    )
+
+
+def message(message_id: str, text: str | None = None) -> Message:
+    """A user message saying ``text`` (its id by default)."""
+    return Message(
+        id=message_id, role="user", parts=(TextPart(text=message_id if text is None else text),)
+    )
+
+
+async def append(store: PostgresStore, thread_id: str, message_id: str) -> None:
+    """Append the message ``message_id`` to the thread, in a commit of its own."""
+    async with store.transaction() as tx:
+        tx.append_message(thread_id, message(message_id))
+
+
+def payer() -> Any:
+    """An agent whose ``pay`` tool needs approval, then returns ``"paid"``."""
+    pay = define_tool(
+        id="test.pay.v1",
+        description="Pay.",
+        input_schema=json_schema({"type": "object"}),
+        execute=lambda ctx: "paid",
+    )
+    return define_agent(name="payer", tools={"pay": ToolRegistration(pay, needs_approval=True)})
+
+
+def payer_model() -> ScriptedModel:
+    """:func:`payer`'s model: it calls ``pay``, then says ``done`` once the call answered."""
+
+    def step(request: Any) -> Any:
+        answered = type(request.messages[-1]).__name__ == "ModelToolMessage"
+        return text("done") if answered else [tool_call("pay", {})]
+
+    return ScriptedModel([step], repeat_last=True)

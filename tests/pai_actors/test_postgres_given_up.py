@@ -10,25 +10,17 @@ the server at each of those moments was most of what a node did beyond a lone st
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 import trio
 
 from pai_actors import (
-    Message,
     PostgresStore,
-    TextPart,
-    ThreadRecord,
-    ToolRegistration,
-    define_agent,
-    define_tool,
-    json_schema,
 )
-from pai_actors.testing import ScriptedModel, create_test_runtime, text, tool_call
+from pai_actors.testing import create_test_runtime
 
-from .postgres_support import connect, new_database
+from .postgres_support import append, connect, new_database, payer, payer_model, thread
 
 
 @pytest.fixture
@@ -37,19 +29,14 @@ def database() -> Iterator[str]:
         yield url
 
 
-def thread(thread_id: str) -> ThreadRecord:
-    return ThreadRecord(
-        thread_id=thread_id, scope_key="s", created_at=datetime(2026, 1, 1, tzinfo=UTC)
-    )
-
-
-def message(message_id: str) -> Message:
-    return Message(id=message_id, role="user", parts=(TextPart(text=message_id),))
-
-
-async def append(store: PostgresStore, thread_id: str, message_id: str) -> None:
-    async with store.transaction() as tx:
-        tx.append_message(thread_id, message(message_id))
+@pytest.fixture
+def nodes(database: str) -> Iterator[tuple[PostgresStore, PostgresStore]]:
+    """Two nodes, ``a`` and ``b``, on the test's database."""
+    with (
+        PostgresStore(database, node_id="a") as a,
+        PostgresStore(database, node_id="b") as b,
+    ):
+        yield a, b
 
 
 async def give_up_idle(store: PostgresStore) -> None:
@@ -101,13 +88,10 @@ class Statements:
 
 
 async def test_a_thread_given_up_is_answered_from_memory_until_another_node_writes_it(
-    database: str,
+    database: str, nodes: tuple[PostgresStore, PostgresStore]
 ) -> None:
-    with (
-        trio.fail_after(30),
-        PostgresStore(database, node_id="a") as a,
-        PostgresStore(database, node_id="b") as b,
-    ):
+    a, b = nodes
+    with trio.fail_after(30):
         async with a.transaction() as tx:
             tx.create_thread(thread("t1"))
         await append(a, "t1", "m0")
@@ -133,13 +117,10 @@ async def test_a_thread_given_up_is_answered_from_memory_until_another_node_writ
 
 
 async def test_a_thread_taken_again_at_the_next_epoch_stays_in_memory_and_at_a_later_one_does_not(
-    database: str,
+    nodes: tuple[PostgresStore, PostgresStore],
 ) -> None:
-    with (
-        trio.fail_after(30),
-        PostgresStore(database, node_id="a") as a,
-        PostgresStore(database, node_id="b") as b,
-    ):
+    a, b = nodes
+    with trio.fail_after(30):
         for thread_id in ("kept", "taken"):
             async with a.transaction() as tx:
                 tx.create_thread(thread(thread_id))  # given up at once (epoch 1): no run
@@ -182,34 +163,15 @@ async def test_the_checks_of_reads_made_meanwhile_are_one_statement(database: st
 
 
 async def test_a_node_never_answers_from_what_it_left_once_another_node_resumed_the_run(
-    database: str,
+    nodes: tuple[PostgresStore, PostgresStore],
 ) -> None:
     """Node a drives a conversation to its approval; node b approves it and the run ends
     there. Node a, asked next, answers with what b wrote, not with what it left."""
-    pay = define_tool(
-        id="test.pay.v1",
-        description="Pay.",
-        input_schema=json_schema({"type": "object"}),
-        execute=lambda ctx: "paid",
-    )
-    payer = define_agent(name="payer", tools={"pay": ToolRegistration(pay, needs_approval=True)})
-
-    def step(request: Any) -> Any:
-        answered = type(request.messages[-1]).__name__ == "ModelToolMessage"
-        return text("done") if answered else [tool_call("pay", {})]
-
-    with (
-        trio.fail_after(30),
-        PostgresStore(database, node_id="a") as store_a,
-        PostgresStore(database, node_id="b") as store_b,
-    ):
+    store_a, store_b = nodes
+    with trio.fail_after(30):
         async with (
-            create_test_runtime(
-                payer, model=ScriptedModel([step], repeat_last=True), store=store_a
-            ) as a,
-            create_test_runtime(
-                payer, model=ScriptedModel([step], repeat_last=True), store=store_b
-            ) as b,
+            create_test_runtime(payer(), model=payer_model(), store=store_a) as a,
+            create_test_runtime(payer(), model=payer_model(), store=store_b) as b,
         ):
             thread_id = await a.create_thread("s")
             await a.send(thread_id, "pay")

@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,20 +20,13 @@ import pytest
 import trio
 
 from pai_actors import (
-    Message,
     PostgresStore,
     StoreConflict,
-    TextPart,
-    ThreadRecord,
-    ToolRegistration,
-    define_agent,
-    define_tool,
-    json_schema,
 )
-from pai_actors.testing import ScriptedModel, create_test_runtime, text, tool_call
+from pai_actors.testing import create_test_runtime
 
 from .node_worker import agent, model
-from .postgres_support import connect, new_database
+from .postgres_support import append, connect, new_database, payer, payer_model, thread
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,16 +35,6 @@ ROOT = Path(__file__).resolve().parents[2]
 def database() -> Iterator[str]:
     with new_database() as url:
         yield url
-
-
-def thread(thread_id: str) -> ThreadRecord:
-    return ThreadRecord(
-        thread_id=thread_id, scope_key="s", created_at=datetime(2026, 1, 1, tzinfo=UTC)
-    )
-
-
-def message(message_id: str, text: str) -> Message:
-    return Message(id=message_id, role="user", parts=(TextPart(text=text),))
 
 
 def expire(url: str, thread_id: str) -> None:
@@ -73,11 +55,6 @@ def owner(url: str, thread_id: str) -> tuple[str, int] | None:
             (thread_id,),
         ).fetchone()
     return None if row is None else (row[0], row[1])
-
-
-async def append(store: PostgresStore, thread_id: str, message_id: str) -> None:
-    async with store.transaction() as tx:
-        tx.append_message(thread_id, message(message_id, message_id))
 
 
 async def test_a_node_owns_the_threads_it_writes_and_the_others_are_refused(
@@ -229,21 +206,8 @@ def test_a_run_of_a_killed_node_is_taken_over_and_recovered_by_another(database:
 async def test_a_node_answers_a_thread_it_gave_up_and_owns_it_while_it_runs(
     database: str,
 ) -> None:
-    pay = define_tool(
-        id="test.pay.v1",
-        description="Pay.",
-        input_schema=json_schema({"type": "object"}),
-        execute=lambda ctx: "paid",
-    )
-    payer = define_agent(name="payer", tools={"pay": ToolRegistration(pay, needs_approval=True)})
-
-    def step(request: Any) -> Any:
-        answered = type(request.messages[-1]).__name__ == "ModelToolMessage"
-        return text("done") if answered else [tool_call("pay", {})]
-
     with trio.fail_after(30), PostgresStore(database, node_id="a") as a:
-        scripted = ScriptedModel([step], repeat_last=True)
-        async with create_test_runtime(payer, model=scripted, store=a) as rt:
+        async with create_test_runtime(payer(), model=payer_model(), store=a) as rt:
             thread_id = await rt.create_thread("s")
             await rt.send(thread_id, "pay")
             await rt.wait_idle(thread_id)
