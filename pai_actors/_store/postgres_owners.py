@@ -371,8 +371,8 @@ class Owners:
         held = dict(self.held)
         rows = await db.fetch(_RELEASE, self.node_id, _pairs(held))
         # (given up by this node, not taken by another: not fenced)
-        given_up = (str(row[0]) for row in rows)
-        self.given_up({t: held[t] for t in given_up if self.held.get(t) == held[t]})
+        released = (str(row[0]) for row in rows)
+        self.given_up({t: held[t] for t in released if self.held.get(t) == held[t]})
 
 
 async def orphaned_threads(db: Fetcher, limit: int) -> list[str]:

@@ -95,7 +95,7 @@ def _write_one(db: sqlite3.Connection, write: Write) -> bool:
                 write.thread_id,
                 write.message_id,
                 write.part.tool_call_id,
-                json_text(write.part.to_wire()),
+                part_text(write.part),
             ),
         )
     elif isinstance(write, CreateThread):
