@@ -312,3 +312,49 @@ def test_a_bounded_index_keeps_the_most_recent_entries() -> None:
     assert index.get("a") == 1  # read: now the most recent
     index["c"] = 3  # evicts the least recent, "b"
     assert (index.get("a"), index.get("b"), index.get("c"), len(index)) == (1, None, 3, 2)
+
+
+class ReadCountingStore(MemoryStore):
+    """A memory store that counts ``list_calls``: the read a load settles a thread with."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls_listed: list[str] = []
+
+    async def list_calls(self, thread_id: str) -> Any:
+        self.calls_listed.append(thread_id)
+        return await super().list_calls(thread_id)
+
+
+async def test_a_runtime_settles_a_thread_it_created_once_past_its_message_index(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # More threads than the runtime's indexes of messages and agents hold (1,024): each is
+    # still known as settled, so its next load reads no calls back.
+    from pai_actors._runtime.loading import INDEX_CAPACITY, SETTLED_CAPACITY
+
+    assert INDEX_CAPACITY < 1_100 < SETTLED_CAPACITY
+    store = ReadCountingStore()
+    agent = define_agent(name="a", tools={"echo": echo_tool()})
+    async with create_test_runtime(agent, model=ScriptedModel([]), store=store) as rt:
+        threads = [await rt.create_thread("s") for _ in range(1_100)]
+        assert await rt.pending_actions(threads[0]) == []
+        assert await rt.pending_actions(threads[-1]) == []
+    assert store.calls_listed == []
+
+
+async def test_a_runtime_settles_again_a_thread_it_forgot(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The marks are bounded: the least recently used goes, and that thread is read back
+    # (settled) at its next load, once.
+    import pai_actors._runtime.runtime as runtime_module
+
+    monkeypatch.setattr(runtime_module, "SETTLED_CAPACITY", 2)
+    store = ReadCountingStore()
+    agent = define_agent(name="a", tools={"echo": echo_tool()})
+    async with create_test_runtime(agent, model=ScriptedModel([]), store=store) as rt:
+        first, second, third = [await rt.create_thread("s") for _ in range(3)]
+        for thread_id in (third, second, first, first):
+            assert await rt.pending_actions(thread_id) == []
+    assert store.calls_listed == [first]
