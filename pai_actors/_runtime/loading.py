@@ -70,18 +70,6 @@ class BoundedIndex(Generic[K, V]):
 INDEX_CAPACITY = 1024
 """How many messages (and threads' agents) a runtime remembers; see :class:`BoundedIndex`."""
 
-SETTLED_CAPACITY = 16_384
-"""How many threads a runtime remembers having settled (see ``AgentRuntime._load``): a
-thread it forgot is settled again when next loaded, three to five store reads that find
-nothing to do. A mark is one entry of an ordered dict (about 75 bytes; the thread's id is
-the caller's string), so more of them are kept than of the indexes above: a burst of
-10,000 conversations then settles each thread once, not again at each of its steps."""
-
-SETTLED, RECONCILED = 1, 2
-"""A thread's settled mark: settled (what a stopped process left of it recovered, its calls
-checked and indexed), and also reconciled (the sub-runs of its calls looked at, which a
-full load does once). No mark, or ``0``: the next load settles it."""
-
 MessageIndex = BoundedIndex[str, tuple[str, str]]
 """``message_id -> (thread_id, run_id)`` of the assistant messages holding tool calls."""
 

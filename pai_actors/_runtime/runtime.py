@@ -117,9 +117,6 @@ from .forwarding import Answer, Forwarding, Request, raise_error
 from .live import LiveRun
 from .loading import (
     INDEX_CAPACITY,
-    RECONCILED,
-    SETTLED,
-    SETTLED_CAPACITY,
     BoundedIndex,
     MessageIndex,
     check_migration,
@@ -235,8 +232,9 @@ class AgentRuntime:
         # (thread, call id) -> the client tool a dynamic call was made to (its input schema)
         self._client_tools: BoundedIndex[tuple[str, str], ClientTool] = BoundedIndex(INDEX_CAPACITY)
         self._message_index: MessageIndex = BoundedIndex(INDEX_CAPACITY)
-        # thread_id -> SETTLED or RECONCILED (see ``_load``): what a load need not do again
-        self._settled: BoundedIndex[str, int] = BoundedIndex(SETTLED_CAPACITY)
+        self._loaded: BoundedIndex[str, bool] = BoundedIndex(INDEX_CAPACITY)  # settled threads
+        # threads whose calls' sub-runs a load looked at (a full load need not look again)
+        self._reconciled: BoundedIndex[str, bool] = BoundedIndex(INDEX_CAPACITY)
         # whether this runtime met a sub-agent run (started one, or loaded a call that did):
         # until it does, wait_idle and pending_actions skip looking for them
         self._sub_runs = False
@@ -615,7 +613,7 @@ class AgentRuntime:
         # loaded already, and its record is known.
         self._thread_records[thread.thread_id] = thread
         self._thread_agents[thread.thread_id] = agent_id
-        self._settled[thread.thread_id] = SETTLED
+        self._loaded[thread.thread_id] = True
         return thread.thread_id
 
     def _notified(self, thread_id: str) -> bool:
@@ -733,7 +731,8 @@ class AgentRuntime:
     def _thread_lost(self, thread_id: str) -> None:
         """This node no longer owns ``thread_id``: its next load settles it again (another
         node may have left a run to recover)."""
-        self._settled[thread_id] = 0
+        self._loaded[thread_id] = False
+        self._reconciled[thread_id] = False
 
     async def _load(
         self, thread_id: str, *, full: bool = False, by_starter: bool = False
@@ -747,7 +746,7 @@ class AgentRuntime:
         ``by_starter``: the send or continuation holding the thread loads it (before its
         commit, so an active run it finds is not its own, and is recovered if orphaned).
         """
-        if not full and self._settled.get(thread_id):
+        if not full and self._loaded.get(thread_id):
             return await self._thread(thread_id)
         thread = await self._thread(thread_id)
         calls = await self._store.list_calls(thread_id)
@@ -819,8 +818,9 @@ class AgentRuntime:
             messages = await self._store.list_messages(thread_id)
             if messages and is_notification(messages[-1]):  # appended, never answered
                 self._handle(NotificationFound(thread_id))
-        if self._settled.get(thread_id) != RECONCILED:
-            self._settled[thread_id] = RECONCILED
+        self._loaded[thread_id] = True
+        if not self._reconciled.get(thread_id):
+            self._reconciled[thread_id] = True
             await self._reconcile_sub_runs(calls)
         return thread
 
@@ -1370,7 +1370,7 @@ class AgentRuntime:
                 thread_id = thread.thread_id
                 self._thread_records[thread_id] = thread
                 self._thread_agents[thread_id] = self.agent_id_of(thread)
-                self._settled[thread_id] = SETTLED
+                self._loaded[thread_id] = True
                 start = _Start(thread, run, trace_link=link)
                 self._handle(RunCreated(thread_id, run.run_id), start)
         finally:
