@@ -312,3 +312,32 @@ def test_a_bounded_index_keeps_the_most_recent_entries() -> None:
     assert index.get("a") == 1  # read: now the most recent
     index["c"] = 3  # evicts the least recent, "b"
     assert (index.get("a"), index.get("b"), index.get("c"), len(index)) == (1, None, 3, 2)
+
+
+class ReadCountingStore(MemoryStore):
+    """A memory store that counts ``list_calls``: the read a load settles a thread with."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls_listed: list[str] = []
+
+    async def list_calls(self, thread_id: str) -> Any:
+        self.calls_listed.append(thread_id)
+        return await super().list_calls(thread_id)
+
+
+async def test_a_runtime_settles_again_a_thread_its_bounded_index_forgot(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A thread the runtime created needs no settling; once its mark left the bounded index
+    # (the least recently used goes), its next load reads it back and settles it, once.
+    import pai_actors._runtime.runtime as runtime_module
+
+    monkeypatch.setattr(runtime_module, "INDEX_CAPACITY", 2)
+    store = ReadCountingStore()
+    agent = define_agent(name="a", tools={"echo": echo_tool()})
+    async with create_test_runtime(agent, model=ScriptedModel([]), store=store) as rt:
+        first, second, third = [await rt.create_thread("s") for _ in range(3)]
+        for thread_id in (third, second, first, first):
+            assert await rt.pending_actions(thread_id) == []
+    assert store.calls_listed == [first]
