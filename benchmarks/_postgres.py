@@ -70,8 +70,8 @@ UNAVAILABLE = "unavailable (pip install .[bench])"
 _OURS = "benchmarks._postgres_ours"
 _LANGGRAPH = "benchmarks._peers_langgraph_postgres"
 _OURS_LABEL = (
-    "ours: PostgresStore(conninfo) at its defaults (group commits on one connection, reads "
-    "on a pool of 1 to 4, mirror=True), nothing set on the session"
+    "ours: PostgresStore(conninfo) at its defaults (group commits of up to 128, two in flight "
+    "on two connections; reads on a pool of 1 to 4; mirror=True), nothing set on the session"
 )
 _READ_BACK = (
     "every conversation read back after the timed part, untimed, from a new connection "

@@ -151,8 +151,9 @@ _W1_HOW = (
     "W1 as w1_postgres runs it (the same conversation: a user message, a refund call "
     "suspended for approval, {approved: true} submitted, the tool resumed, the answer): n "
     "at once (n trio tasks in a nursery) on PostgresStore(conninfo) at its defaults (group "
-    "commits on one connection, reads on a pool of 1 to 4, mirror=True), nothing set on "
-    "the session; the sides differ only in the class of the store's connections"
+    "commits of up to 128, two in flight on two connections; reads on a pool of 1 to 4; "
+    "mirror=True), nothing set on the session; the sides differ only in the class of the "
+    "store's connections"
 )
 
 

@@ -111,6 +111,16 @@ R = TypeVar("R", bound=pydantic.BaseModel)
 
 _log = logging.getLogger("pai_actors.store")
 
+WRITERS = 2
+"""How many groups are written at once, each in a transaction on a connection of its own
+(a thread's commits never in two at once: they reach the server in the order made)."""
+
+GROUP_LIMIT = 128
+"""The most commits a group takes; those of a larger burst form the next group, written on
+the other connection meanwhile. A burst the size of the runtime's active runs (256 by
+default) is then two groups: the server writes one while the process works on the
+commits of the other, instead of the process idling while the server writes it all."""
+
 NODE_MIRRORED_THREADS = 1024
 """How many threads without a ``running`` run a node (a :class:`PostgresStore` with a
 ``node_id``) keeps in memory besides those with one; a store without one keeps 256, as
@@ -134,9 +144,10 @@ class PostgresStore(ClosingStore):
     :class:`~pai_actors.StoreError` (upgrade pai_actors to open it). The store names the
     database as a URL without its password (``name``, ``repr``, errors).
 
-    Connections: commits have one of their own; reads take one from a pool of ``min_size``
-    (opened at construction) to ``max_size`` (opened as reads need them, kept until
-    ``close``). ``connect_timeout`` (seconds) bounds every connection attempt.
+    Connections: commits have two of their own (the second opened when two groups are first
+    written at once); reads take one from a pool of ``min_size`` (opened at construction) to
+    ``max_size`` (opened as reads need them, kept until ``close``). ``connect_timeout``
+    (seconds) bounds every connection attempt.
 
     ``mirror=True`` (the default) keeps the threads this store last touched in memory
     (``_store.sqlite_mirror``: a read of one runs no query). It assumes that this store
@@ -145,12 +156,14 @@ class PostgresStore(ClosingStore):
     every store that shares a database with another writer with ``mirror=False``.
 
     Concurrency contract: every method is atomic with respect to other tasks and to
-    cancellation. ``commit`` is a group commit: the commits that arrive while the previous
-    group is being written (or in the same scheduler tick) share one PostgreSQL transaction,
-    each under its own savepoint, so each either applies its whole batch and returns, or
-    raises (:class:`~pai_actors.StoreConflict`, or ``trio.Cancelled`` before it joined a
-    group) and writes nothing; it learns which only after ``COMMIT``. Readers see the last
-    committed state. A store object belongs to one trio run at a time.
+    cancellation. ``commit`` is a group commit: the commits that arrive while the groups
+    before are being written (or in the same scheduler tick), up to ``GROUP_LIMIT`` (128),
+    share one PostgreSQL transaction; two groups are written at once, on two connections, but
+    never two that write the same thread (its commits reach the server in the order made).
+    Each commit is under its own savepoint in its group, so each either applies its whole
+    batch and returns, or raises (:class:`~pai_actors.StoreConflict`, or ``trio.Cancelled``
+    before it joined a group) and writes nothing; it learns which only after ``COMMIT``.
+    Readers see the last committed state. A store object belongs to one trio run at a time.
     """
 
     def __init__(
@@ -194,9 +207,10 @@ class PostgresStore(ClosingStore):
             writer.close()
             self._pool.close()
             raise
-        self._writer: Connection | None = writer
-        self._writer_in_use = False  # a group is being written on it
-        self._writer_lock = trio.Lock()  # held while a group is written (or a thread loaded)
+        self._idle_writers: list[Connection] = [writer]  # the commits' connections not in use
+        self._writer_lock = trio.Lock()  # held by the group next in line for a connection
+        self._writer_slots = trio.Semaphore(WRITERS)  # one for each group in flight
+        self._flights: list[_Flight] = []  # the groups in flight, oldest first
         self._batch: list[Commit] | None = None  # the group commit being gathered
         limit = MIRRORED_THREADS if owners is None else NODE_MIRRORED_THREADS
         self._mirror = Mirror(limit) if mirror else None
@@ -209,7 +223,7 @@ class PostgresStore(ClosingStore):
             owners.on_held(self._retake)
         self._check: _Check | None = None  # the released threads' next check, gathering
         self._check_lock = trio.Lock()  # held while a check is read
-        self._writing: frozenset[str] = frozenset()  # the threads the group in flight writes
+        self._writing: dict[str, int] = {}  # the threads the groups in flight write (how many)
         self._loading: dict[str, _Load] = {}  # the threads being read into the mirror
         self._closed = False
 
@@ -221,9 +235,9 @@ class PostgresStore(ClosingStore):
         A connection in use closes when its statement ends. Closing twice is harmless."""
         self._closed = True
         self._pool.close()
-        if self._writer is not None and not self._writer_in_use:
-            self._writer.close()
-            self._writer = None
+        for db in self._idle_writers:
+            db.close()
+        self._idle_writers.clear()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -255,7 +269,7 @@ class PostgresStore(ClosingStore):
         await trio.lowlevel.checkpoint_if_cancelled()
         mine = Commit(writes, pipelined=self._pool.pipelining, log_as=self.node_id)
         group = self._batch
-        if group is not None:  # a leader is gathering: join it
+        if group is not None and len(group) < GROUP_LIMIT:  # a leader is gathering: join it
             group.append(mine)
             # Parked until the leader has written the group, and not cancellable meanwhile
             # (as under a shield, a cancel reaches the caller at its next checkpoint).
@@ -265,33 +279,76 @@ class PostgresStore(ClosingStore):
             group = self._batch = [mine]
             with trio.CancelScope(shield=True):
                 await trio.lowlevel.checkpoint()  # let this tick's writers join
-                async with self._writer_lock:  # the group before, if any, is written first
+                flight = await self._board(lambda: thread_ids(group))
+                # (no checkpoint since it boarded: nobody joined the group after its threads
+                # were taken)
+                if self._batch is group:  # (a full group was replaced already)
                     self._batch = None
-                    await self._write(group)
+                await self._write(group, flight)
         if mine.error is not None:
             raise mine.error
 
-    async def _write(self, group: list[Commit]) -> None:
+    async def _board(self, threads: Callable[[], Iterable[str]]) -> _Flight:
+        """Wait, in line with the groups before, for a connection and until no group in
+        flight writes any of ``threads()`` (asked again after every wait: commits join the
+        group meanwhile), then take off: the flight is in ``_flights`` and its threads in
+        ``_writing``. :meth:`_land` ends it."""
+        async with self._writer_lock:
+            await self._writer_slots.acquire()
+            try:
+                while True:
+                    wanted = set(threads())
+                    ahead = [f for f in self._flights if not wanted.isdisjoint(f.threads)]
+                    if not ahead:
+                        break
+                    await ahead[-1].landed.wait()
+            except BaseException:
+                self._writer_slots.release()
+                raise
+        flight = _Flight(frozenset(wanted))
+        self._flights.append(flight)
+        writing = self._writing
+        for thread_id in flight.threads:
+            writing[thread_id] = writing.get(thread_id, 0) + 1
+        if self._mirror is not None:
+            for thread_id in flight.threads & self._loading.keys():
+                self._loading[thread_id].stale = True  # read while this group goes in
+        return flight
+
+    def _land(self, flight: _Flight) -> None:
+        """A flight ended: its connection idle again (closed if it broke or the store
+        did), its threads no longer written, the groups waiting for it free to go."""
+        db, flight.db = flight.db, None
+        if db is not None:
+            if self._closed or db.broken:
+                db.close()
+            else:
+                self._idle_writers.append(db)
+        self._flights.remove(flight)
+        writing = self._writing
+        for thread_id in flight.threads:
+            if writing[thread_id] == 1:
+                del writing[thread_id]
+            else:
+                writing[thread_id] -= 1
+        self._writer_slots.release()
+        flight.landed.set()
+
+    async def _write(self, group: list[Commit], flight: _Flight) -> None:
         """Write a group in one transaction: pipelined (``_store.postgres_group``), or, when
         that finds a commit refused, carefully (:meth:`_write_carefully`)."""
-        self._writer_in_use = True
-        if self._mirror is not None:
-            self._writing = frozenset(thread_ids(group))
-            for thread_id in self._writing & self._loading.keys():
-                self._loading[thread_id].stale = True  # read while this group goes in
         committing = False
-        db: Connection | None = None
         try:
             try:
-                db = await self._writer_connection()
+                db = await self._writer_connection(flight)
                 written = False
                 if self._pool.pipelining:  # the fast way first (_store.postgres_group)
                     try:
                         written = await write_pipelined(db, group, self._owners)
                     except ConnectionFailed:  # no COMMIT was sent: nothing of it was written
-                        db = await self._writer_connection()
+                        db = await self._writer_connection(flight)
                 if not written:
-                    db = await self._write_carefully(db, group)
+                    db = await self._write_carefully(flight, group)
                 if db.in_transaction:
                     committing = True
                     await db.execute("COMMIT")
@@ -302,8 +359,9 @@ class PostgresStore(ClosingStore):
                             self._owners.hold(commit.claimed)
                             self._owners.given_up(commit.released)
             except BaseException as exc:
-                if db is not None and not db.broken and db.in_transaction:
-                    await db.execute("ROLLBACK")
+                on = flight.db  # (the one it wrote on last)
+                if on is not None and not on.broken and on.in_transaction:
+                    await on.execute("ROLLBACK")
                 if isinstance(exc, ServerError | ConnectionFailed):
                     raise self._failed(exc, committing=committing) from exc
                 raise
@@ -317,23 +375,20 @@ class PostgresStore(ClosingStore):
             if not isinstance(exc, Exception):
                 raise
         finally:
-            self._writing = frozenset()
-            self._writer_in_use = False
-            if self._closed and self._writer is not None:
-                self._writer.close()
-                self._writer = None
+            self._land(flight)
             for commit in group:
                 if commit.waiting is not None:
                     trio.lowlevel.reschedule(commit.waiting)
 
-    async def _write_carefully(self, db: Connection, group: list[Commit]) -> Connection:
+    async def _write_carefully(self, flight: _Flight, group: list[Commit]) -> Connection:
         """Write ``group`` a statement at a time, each commit under its own savepoint: a
         refused commit is rolled back alone, and looked into to say why. The connection it
-        wrote on, still in the transaction if a commit is to be written."""
+        wrote on (``flight.db``), still in the transaction if a commit is to be written."""
+        db = await self._writer_connection(flight)
         try:
             await db.execute("BEGIN")
         except ConnectionFailed:  # it died idle (see Connections.fetch): nothing was sent
-            db = await self._writer_connection()
+            db = await self._writer_connection(flight)
             await db.execute("BEGIN")
         alone = len(group) == 1  # no savepoint needed: a conflict refuses it all
         renewed = None  # (the group's held leases renewed in one statement)
@@ -414,8 +469,9 @@ class PostgresStore(ClosingStore):
         with a ``node_id``."""
         owners = self._need_owners()
         owners.fenced.discard(thread_id)
-        async with self._writer_lock:
-            db = await self._writer_connection()
+        flight = await self._board(lambda: [thread_id])  # after the groups writing it
+        try:
+            db = await self._writer_connection(flight)
             await db.execute("BEGIN")
             try:
                 claimed = await owners.claim(db, [thread_id])
@@ -430,6 +486,8 @@ class PostgresStore(ClosingStore):
             with trio.CancelScope(shield=True):
                 await db.execute("COMMIT")
             owners.hold(claimed)
+        finally:
+            self._land(flight)
         return True
 
     async def keep_leases(
@@ -497,7 +555,7 @@ class PostgresStore(ClosingStore):
             while True:
                 await trio.lowlevel.wait_readable(pgconn.socket)
                 pgconn.consume_input()
-                own = None if self._writer is None else self._writer.pgconn.backend_pid
+                own = self._writer_pids()
                 while (note := pgconn.notifies()) is not None:
                     channel, extra = note.relname.decode(), note.extra.decode()
                     if channel == ANSWERED:
@@ -507,7 +565,7 @@ class PostgresStore(ClosingStore):
                         if requested is not None:
                             requested(extra)
                     elif channel == CHANGES:
-                        if note.be_pid != own:
+                        if note.be_pid not in own:
                             thread_id, _, logged = extra.rpartition(" ")
                             changed(thread_id, int(logged))
                     else:  # LIVE or WATCHING: [node id, what it says]
@@ -602,12 +660,30 @@ class PostgresStore(ClosingStore):
             )
         return self._owners
 
-    async def _writer_connection(self) -> Connection:
-        """The commits' connection, opened again if the last one broke."""
+    async def _writer_connection(self, flight: _Flight) -> Connection:
+        """The connection ``flight`` writes on: the one it has, unless that one broke (it is
+        closed), or an idle one of the commits', or a new one."""
         self._check_open()
-        if self._writer is None or self._writer.broken:
-            self._writer = await self._pool.connect()
-        return self._writer
+        db = flight.db
+        if db is not None and not db.broken:
+            return db
+        if db is not None:
+            db.close()
+        flight.db = None
+        while self._idle_writers:
+            db = self._idle_writers.pop()
+            if not db.broken:
+                flight.db = db
+                return db
+            db.close()
+        flight.db = db = await self._pool.connect()
+        return db
+
+    def _writer_pids(self) -> set[int]:
+        """The server processes of the commits' connections (the notifications they sent
+        are this node's own)."""
+        busy = (f.db for f in self._flights if f.db is not None)
+        return {db.pgconn.backend_pid for db in (*self._idle_writers, *busy)}
 
     def _failed(self, exc: ServerError | ConnectionFailed, *, committing: bool) -> StoreError:
         if committing and isinstance(exc, ConnectionFailed):
@@ -925,6 +1001,18 @@ class _Check:
         self.epochs: dict[str, int] = {}
         self.done = trio.Event()
         self.changed: set[str] | None = None
+
+
+class _Flight:
+    """A group being written (or a lease taken): the threads it writes, the connection it
+    writes on, and an event set when it is done."""
+
+    __slots__ = ("db", "landed", "threads")
+
+    def __init__(self, threads: frozenset[str]) -> None:
+        self.threads = threads
+        self.db: Connection | None = None
+        self.landed = trio.Event()
 
 
 class _Load:

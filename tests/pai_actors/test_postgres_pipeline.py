@@ -24,7 +24,7 @@ from pai_actors import (
     ThreadOwnedElsewhere,
     ThreadRecord,
 )
-from pai_actors._store import postgres_group
+from pai_actors._store import postgres, postgres_group
 from pai_actors._store.postgres_connection import Connection, ServerError, parse_conninfo
 
 from .postgres_support import connect, new_database
@@ -196,6 +196,7 @@ async def test_a_group_larger_than_a_pipeline_chunk_is_written_whole(
     the ones before are read, the group's chunks in one transaction."""
     monkeypatch.setattr(postgres_group, "_CHUNK", 100)
     n = 400
+    monkeypatch.setattr(postgres, "GROUP_LIMIT", n)  # all in one group
     with trio.fail_after(60), PostgresStore(database) as store:
         seen = Statements(monkeypatch)
 

@@ -47,7 +47,7 @@ from pai_actors import (
     define_agent,
     define_tool,
 )
-from pai_actors._store import postgres_schema
+from pai_actors._store import postgres, postgres_schema
 from pai_actors.client import open_client
 from pai_actors.testing import ScriptedModel, check_store, create_test_runtime, text, tool_call
 
@@ -369,9 +369,9 @@ async def test_commits_ready_together_share_one_transaction_and_conflict_alone(
     groups: list[int] = []
     original = PostgresStore._write
 
-    async def counting(self: PostgresStore, group: Any) -> None:
+    async def counting(self: PostgresStore, group: Any, flight: Any) -> None:
         groups.append(len(group))
-        await original(self, group)
+        await original(self, group, flight)
 
     monkeypatch.setattr(PostgresStore, "_write", counting)
     outcomes: dict[str, str] = {}
@@ -394,6 +394,99 @@ async def test_commits_ready_together_share_one_transaction_and_conflict_alone(
         assert sorted([outcomes["a"], outcomes["c"]]) == ["committed", "conflict"]
         assert await store.get_thread("t1") == thread("t1")
         assert await store.get_thread("t2") == thread("t2")
+
+
+class HeldWrites:
+    """``PostgresStore._write`` wrapped: notes each group's threads as it starts and ends;
+    the first group takes its connection and waits, before it is written, until
+    ``release``."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.release = trio.Event()
+        self.events: list[tuple[str, list[str]]] = []
+        self.held: frozenset[str] | None = None
+        original = PostgresStore._write
+
+        async def noting(store: PostgresStore, group: Any, flight: Any) -> None:
+            threads = sorted(flight.threads)
+            self.events.append(("start", threads))
+            if self.held is None:
+                self.held = flight.threads
+                await store._writer_connection(flight)  # (the one it then writes on)
+                with trio.fail_after(10):  # (a group is written under a shield)
+                    await self.release.wait()
+            await original(store, group, flight)
+            self.events.append(("end", threads))
+
+        monkeypatch.setattr(PostgresStore, "_write", noting)
+
+
+async def test_a_burst_larger_than_a_group_is_written_as_two_groups_at_once(
+    database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``GROUP_LIMIT`` commits, the next commits form a group of their own, written on
+    the second connection while the first group is still in flight."""
+    monkeypatch.setattr(postgres, "GROUP_LIMIT", 2)
+    held = HeldWrites(monkeypatch)
+    with trio.fail_after(30), PostgresStore(database) as store:
+
+        async def create(k: int) -> None:
+            async with store.transaction() as tx:
+                tx.create_thread(thread(f"t{k}"))
+            assert held.held is not None
+            if f"t{k}" not in held.held:  # the other group landed while the first waits
+                held.release.set()
+
+        async with trio.open_nursery() as nursery:
+            for k in range(1, 5):
+                nursery.start_soon(create, k)
+        first, second = held.events[0][1], held.events[1][1]
+        assert held.events == [
+            ("start", first),
+            ("start", second),
+            ("end", second),
+            ("end", first),
+        ]
+        assert sorted(first + second) == ["t1", "t2", "t3", "t4"]
+        assert len(store._writer_pids()) == 2  # two connections wrote
+        for k in range(1, 5):
+            assert await store.get_thread(f"t{k}") == thread(f"t{k}")
+
+
+async def test_a_threads_commits_are_never_in_flight_at_once(
+    database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit to a thread that a group in flight writes waits for that group to land, so
+    a thread's commits reach the server in the order made; groups take off in the order
+    they formed, so a later group to another thread waits in line behind it."""
+    monkeypatch.setattr(postgres, "GROUP_LIMIT", 1)
+    held = HeldWrites(monkeypatch)
+    with trio.fail_after(30), PostgresStore(database) as store:
+        held.release.set()  # (not the threads' creation)
+        for thread_id in ("t1", "t2"):
+            async with store.transaction() as tx:
+                tx.create_thread(thread(thread_id))
+        held.events.clear()
+        held.held, held.release = None, trio.Event()
+        order: list[str] = []
+
+        async def append(thread_id: str, message_id: str) -> None:
+            async with store.transaction() as tx:
+                tx.append_message(
+                    thread_id, Message(id=message_id, role="user", parts=(TextPart(text="x"),))
+                )
+            order.append(message_id)
+
+        async with trio.open_nursery() as nursery:
+            for thread_id, message_id in (("t1", "m1"), ("t1", "m2"), ("t2", "m3")):
+                nursery.start_soon(append, thread_id, message_id)
+                await trio.testing.wait_all_tasks_blocked()
+            assert held.events == [("start", ["t1"])]  # m2 waits for it, m3 in line
+            held.release.set()
+        assert held.events[:3] == [("start", ["t1"]), ("end", ["t1"]), ("start", ["t1"])]
+        assert sorted(held.events[3:]) == [("end", ["t1"]), ("end", ["t2"]), ("start", ["t2"])]
+        assert order.index("m1") < order.index("m2")
+        assert [m.id for m in await store.list_messages("t1")] == ["m1", "m2"]
 
 
 async def test_a_store_without_a_mirror_sees_another_writer(database: str) -> None:
