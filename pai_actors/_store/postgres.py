@@ -112,14 +112,18 @@ R = TypeVar("R", bound=pydantic.BaseModel)
 _log = logging.getLogger("pai_actors.store")
 
 WRITERS = 2
-"""How many groups are written at once, each in a transaction on a connection of its own
-(a thread's commits never in two at once: they reach the server in the order made)."""
+"""How many groups a store without a ``node_id`` writes at once, each in a transaction on a
+connection of its own (a thread's commits never in two at once: they reach the server in
+the order made). A node writes one at a time (see ``GROUP_LIMIT``)."""
 
 GROUP_LIMIT = 128
-"""The most commits a group takes; those of a larger burst form the next group, written on
-the other connection meanwhile. A burst the size of the runtime's active runs (256 by
-default) is then two groups: the server writes one while the process works on the
-commits of the other, instead of the process idling while the server writes it all."""
+"""The most commits a group of a store without a ``node_id`` takes; those of a larger burst
+form the next group, written on the other connection meanwhile. A burst the size of the
+runtime's active runs (256 by default) is then two groups: the server writes one while the
+process works on the commits of the other, instead of the process idling while the server
+writes it all. A node's groups take every commit waiting, one group at a time, as before:
+nodes sharing a machine's cores had nothing idle for the split to use and lost by it (see
+``docs/design.md``)."""
 
 NODE_MIRRORED_THREADS = 1024
 """How many threads without a ``running`` run a node (a :class:`PostgresStore` with a
@@ -145,9 +149,9 @@ class PostgresStore(ClosingStore):
     database as a URL without its password (``name``, ``repr``, errors).
 
     Connections: commits have two of their own (the second opened when two groups are first
-    written at once); reads take one from a pool of ``min_size`` (opened at construction) to
-    ``max_size`` (opened as reads need them, kept until ``close``). ``connect_timeout``
-    (seconds) bounds every connection attempt.
+    written at once; a node's, one); reads take one from a pool of ``min_size`` (opened at
+    construction) to ``max_size`` (opened as reads need them, kept until ``close``).
+    ``connect_timeout`` (seconds) bounds every connection attempt.
 
     ``mirror=True`` (the default) keeps the threads this store last touched in memory
     (``_store.sqlite_mirror``: a read of one runs no query). It assumes that this store
@@ -160,6 +164,7 @@ class PostgresStore(ClosingStore):
     before are being written (or in the same scheduler tick), up to ``GROUP_LIMIT`` (128),
     share one PostgreSQL transaction; two groups are written at once, on two connections, but
     never two that write the same thread (its commits reach the server in the order made).
+    With a ``node_id``, one group at a time takes every commit waiting.
     Each commit is under its own savepoint in its group, so each either applies its whole
     batch and returns, or raises (:class:`~pai_actors.StoreConflict`, or ``trio.Cancelled``
     before it joined a group) and writes nothing; it learns which only after ``COMMIT``.
@@ -209,7 +214,9 @@ class PostgresStore(ClosingStore):
             raise
         self._idle_writers: list[Connection] = [writer]  # the commits' connections not in use
         self._writer_lock = trio.Lock()  # held by the group next in line for a connection
-        self._writer_slots = trio.Semaphore(WRITERS)  # one for each group in flight
+        # (a node's groups: one at a time, and as large as what waits; see GROUP_LIMIT)
+        self._writer_slots = trio.Semaphore(WRITERS if owners is None else 1)
+        self._group_limit = GROUP_LIMIT if owners is None else math.inf
         self._flights: list[_Flight] = []  # the groups in flight, oldest first
         self._batch: list[Commit] | None = None  # the group commit being gathered
         limit = MIRRORED_THREADS if owners is None else NODE_MIRRORED_THREADS
@@ -269,7 +276,7 @@ class PostgresStore(ClosingStore):
         await trio.lowlevel.checkpoint_if_cancelled()
         mine = Commit(writes, pipelined=self._pool.pipelining, log_as=self.node_id)
         group = self._batch
-        if group is not None and len(group) < GROUP_LIMIT:  # a leader is gathering: join it
+        if group is not None and len(group) < self._group_limit:  # a leader gathers: join it
             group.append(mine)
             # Parked until the leader has written the group, and not cancellable meanwhile
             # (as under a shield, a cancel reaches the caller at its next checkpoint).

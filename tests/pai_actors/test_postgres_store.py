@@ -453,6 +453,33 @@ async def test_a_burst_larger_than_a_group_is_written_as_two_groups_at_once(
             assert await store.get_thread(f"t{k}") == thread(f"t{k}")
 
 
+async def test_a_nodes_groups_take_every_commit_waiting_one_group_at_a_time(
+    database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a ``node_id`` a burst is not split: one group at a time, as large as what waits
+    (nodes sharing a machine's cores lost by the split)."""
+    monkeypatch.setattr(postgres, "GROUP_LIMIT", 2)
+    groups: list[int] = []
+    original = PostgresStore._write
+
+    async def counting(store: PostgresStore, group: Any, flight: Any) -> None:
+        groups.append(len(group))
+        await original(store, group, flight)
+
+    monkeypatch.setattr(PostgresStore, "_write", counting)
+    with trio.fail_after(30), PostgresStore(database, node_id="node-1") as store:
+
+        async def create(k: int) -> None:
+            async with store.transaction() as tx:
+                tx.create_thread(thread(f"t{k}"))
+
+        async with trio.open_nursery() as nursery:
+            for k in range(1, 5):
+                nursery.start_soon(create, k)
+        assert groups == [4]
+        assert len(store._writer_pids()) == 1
+
+
 async def test_a_threads_commits_are_never_in_flight_at_once(
     database: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
