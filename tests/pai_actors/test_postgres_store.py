@@ -10,6 +10,7 @@ autojump clock would jump.
 from __future__ import annotations
 
 import contextlib
+import random
 import re
 import shutil
 import signal
@@ -514,6 +515,47 @@ async def test_a_threads_commits_are_never_in_flight_at_once(
         assert sorted(held.events[3:]) == [("end", ["t1"]), ("end", ["t2"]), ("start", ["t2"])]
         assert order.index("m1") < order.index("m2")
         assert [m.id for m in await store.list_messages("t1")] == ["m1", "m2"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+async def test_small_groups_racing_on_few_threads_leave_the_mirror_as_the_database(
+    database: str, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """Many writers, each appending messages one after another to threads picked at random
+    among four, in groups of at most three, two in flight: what the store's mirror answers
+    is what a store without one reads from the database (the same messages, in the same
+    order), because groups writing one thread never fly at once."""
+    monkeypatch.setattr(postgres, "GROUP_LIMIT", 3)
+    rng = random.Random(seed)
+    threads = [f"t{k}" for k in range(4)]
+    plans = [[rng.choice(threads) for _ in range(3)] for _ in range(60)]
+    with trio.fail_after(60), PostgresStore(database) as store:
+        for thread_id in threads:
+            async with store.transaction() as tx:
+                tx.create_thread(thread(thread_id))
+
+        async def writer(w: int, plan: list[str]) -> None:
+            for k, thread_id in enumerate(plan):
+                async with store.transaction() as tx:
+                    tx.append_message(
+                        thread_id,
+                        Message(id=f"w{w}-{k}", role="user", parts=(TextPart(text="x"),)),
+                    )
+
+        async with trio.open_nursery() as nursery:
+            for w, plan in enumerate(plans):
+                nursery.start_soon(writer, w, plan)
+        mirrored = {t: [m.id for m in await store.list_messages(t)] for t in threads}
+        with PostgresStore(database, mirror=False) as fresh:
+            stored = {t: [m.id for m in await fresh.list_messages(t)] for t in threads}
+    assert mirrored == stored
+    assert sum(map(len, stored.values())) == 180
+    for w in range(len(plans)):  # each writer's messages in the order it wrote them
+        mine = [m for t in threads for m in stored[t] if m.startswith(f"w{w}-")]
+        for thread_id in threads:
+            in_thread = [m for m in stored[thread_id] if m.startswith(f"w{w}-")]
+            assert in_thread == sorted(in_thread, key=lambda m: int(m.split("-")[1]))
+        assert len(mine) == 3
 
 
 async def test_a_store_without_a_mirror_sees_another_writer(database: str) -> None:
