@@ -454,6 +454,37 @@ async def test_a_burst_larger_than_a_group_is_written_as_two_groups_at_once(
             assert await store.get_thread(f"t{k}") == thread(f"t{k}")
 
 
+async def test_a_group_whose_connection_died_in_flight_is_written_on_another(
+    database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server ends the connection of one of two groups in flight before it sends
+    anything: that group is written on another connection, the other group is not
+    disturbed, and the dead one is not used again."""
+    monkeypatch.setattr(postgres, "GROUP_LIMIT", 2)
+    held = HeldWrites(monkeypatch)
+    ended: list[int] = []
+    with trio.fail_after(30), PostgresStore(database) as store:
+
+        async def create(k: int) -> None:
+            async with store.transaction() as tx:
+                tx.create_thread(thread(f"t{k}"))
+            assert held.held is not None
+            if f"t{k}" not in held.held and not ended:  # the other group landed
+                [flight] = store._flights  # the held one, its connection taken
+                ended.append(flight.db.pgconn.backend_pid)
+                with connect(database) as admin:
+                    admin.execute("SELECT pg_terminate_backend(%s)", (ended[0],))
+                held.release.set()
+
+        async with trio.open_nursery() as nursery:
+            for k in range(1, 5):
+                nursery.start_soon(create, k)
+        assert [event for event, _ in held.events] == ["start", "start", "end", "end"]
+        assert ended[0] not in store._writer_pids()  # (the idle one took its place)
+        for k in range(1, 5):
+            assert await store.get_thread(f"t{k}") == thread(f"t{k}")
+
+
 async def test_a_nodes_groups_take_every_commit_waiting_one_group_at_a_time(
     database: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
