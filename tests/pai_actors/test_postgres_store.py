@@ -364,17 +364,23 @@ async def test_conflicts_read_like_memory_store(database: str) -> None:
             assert [m.id for m in await store.list_messages("t1")] == ["m1"]
 
 
-async def test_commits_ready_together_share_one_transaction_and_conflict_alone(
-    database: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def counted_groups(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The size of each group the store writes, in order (``PostgresStore._write`` wrapped)."""
     groups: list[int] = []
     original = PostgresStore._write
 
-    async def counting(self: PostgresStore, group: Any, flight: Any) -> None:
+    async def counting(store: PostgresStore, group: Any, flight: Any) -> None:
         groups.append(len(group))
-        await original(self, group, flight)
+        await original(store, group, flight)
 
     monkeypatch.setattr(PostgresStore, "_write", counting)
+    return groups
+
+
+async def test_commits_ready_together_share_one_transaction_and_conflict_alone(
+    database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    groups = counted_groups(monkeypatch)
     outcomes: dict[str, str] = {}
     with trio.fail_after(30), PostgresStore(database) as store:
 
@@ -491,14 +497,7 @@ async def test_a_nodes_groups_take_every_commit_waiting_one_group_at_a_time(
     """With a ``node_id`` a burst is not split: one group at a time, as large as what waits
     (nodes sharing a machine's cores lost by the split)."""
     monkeypatch.setattr(postgres, "GROUP_LIMIT", 2)
-    groups: list[int] = []
-    original = PostgresStore._write
-
-    async def counting(store: PostgresStore, group: Any, flight: Any) -> None:
-        groups.append(len(group))
-        await original(store, group, flight)
-
-    monkeypatch.setattr(PostgresStore, "_write", counting)
+    groups = counted_groups(monkeypatch)
     with trio.fail_after(30), PostgresStore(database, node_id="node-1") as store:
 
         async def create(k: int) -> None:
