@@ -41,6 +41,7 @@ import copy
 import json
 import logging
 import math
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -213,7 +214,7 @@ class PostgresStore(ClosingStore):
             self._pool.close()
             raise
         self._idle_writers: list[Connection] = [writer]  # the commits' connections not in use
-        self._writer_lock = trio.Lock()  # held by the group next in line for a connection
+        self._line: deque[trio.Event] = deque()  # the groups to board, in the order formed
         # (a node's groups: one at a time, and as large as what waits; see GROUP_LIMIT)
         self._writer_slots = trio.Semaphore(WRITERS if owners is None else 1)
         self._group_limit = GROUP_LIMIT if owners is None else math.inf
@@ -284,9 +285,19 @@ class PostgresStore(ClosingStore):
             await trio.lowlevel.wait_task_rescheduled(_not_now)
         else:
             group = self._batch = [mine]
+            turn = self._join_line()  # (groups formed in one tick board in that order)
             with trio.CancelScope(shield=True):
                 await trio.lowlevel.checkpoint()  # let this tick's writers join
-                flight = await self._board(lambda: thread_ids(group))
+                try:
+                    flight = await self._board(turn, lambda: thread_ids(group))
+                except BaseException as exc:  # (a write of no known kind): none is written
+                    if self._batch is group:
+                        self._batch = None
+                    for commit in group:
+                        commit.error = exc
+                        if commit.waiting is not None:
+                            trio.lowlevel.reschedule(commit.waiting)
+                    raise
                 # (no checkpoint since it boarded: nobody joined the group after its threads
                 # were taken)
                 if self._batch is group:  # (a full group was replaced already)
@@ -295,12 +306,28 @@ class PostgresStore(ClosingStore):
         if mine.error is not None:
             raise mine.error
 
-    async def _board(self, threads: Callable[[], Iterable[str]]) -> _Flight:
-        """Wait, in line with the groups before, for a connection and until no group in
-        flight writes any of ``threads()`` (asked again after every wait: commits join the
-        group meanwhile), then take off: the flight is in ``_flights`` and its threads in
-        ``_writing``. :meth:`_land` ends it."""
-        async with self._writer_lock:
+    def _join_line(self) -> trio.Event:
+        """A place in the line of groups to board, set when it is at the front."""
+        turn = trio.Event()
+        if not self._line:
+            turn.set()
+        self._line.append(turn)
+        return turn
+
+    def _leave_line(self, turn: trio.Event) -> None:
+        line = self._line
+        first = line[0] is turn
+        line.remove(turn)
+        if first and line:
+            line[0].set()
+
+    async def _board(self, turn: trio.Event, threads: Callable[[], Iterable[str]]) -> _Flight:
+        """Wait for ``turn`` (the groups formed before board first), for a connection, and
+        until no group in flight writes any of ``threads()`` (asked again after every wait:
+        commits join the group meanwhile), then take off: the flight is in ``_flights`` and
+        its threads in ``_writing``. :meth:`_land` ends it."""
+        try:
+            await turn.wait()
             await self._writer_slots.acquire()
             try:
                 while True:
@@ -312,6 +339,8 @@ class PostgresStore(ClosingStore):
             except BaseException:
                 self._writer_slots.release()
                 raise
+        finally:
+            self._leave_line(turn)
         flight = _Flight(frozenset(wanted))
         self._flights.append(flight)
         writing = self._writing
@@ -469,6 +498,7 @@ class PostgresStore(ClosingStore):
         :meth:`take` takes it again. Only for a store with a ``node_id``."""
         self._need_owners().on_fenced(callback)
 
+    @trio.lowlevel.enable_ki_protection  # a Ctrl-C inside could keep its place or slot
     async def take(self, thread_id: str) -> bool:
         """Take ``thread_id`` for this node now (its lease, in a transaction of its own),
         as a node does before it recovers a run it finds with no live owner; ``False`` when
@@ -476,7 +506,7 @@ class PostgresStore(ClosingStore):
         with a ``node_id``."""
         owners = self._need_owners()
         owners.fenced.discard(thread_id)
-        flight = await self._board(lambda: [thread_id])  # after the groups writing it
+        flight = await self._board(self._join_line(), lambda: [thread_id])
         try:
             db = await self._writer_connection(flight)
             await db.execute("BEGIN")
@@ -669,11 +699,11 @@ class PostgresStore(ClosingStore):
 
     async def _writer_connection(self, flight: _Flight) -> Connection:
         """The connection ``flight`` writes on: the one it has, unless that one broke (it is
-        closed), or an idle one of the commits', or a new one."""
-        self._check_open()
+        closed), or an idle one of the commits', or a new one (not once the store closed)."""
         db = flight.db
         if db is not None and not db.broken:
             return db
+        self._check_open()
         if db is not None:
             db.close()
         flight.db = None
