@@ -231,7 +231,7 @@ class PostgresStore(ClosingStore):
             owners.on_held(self._retake)
         self._check: _Check | None = None  # the released threads' next check, gathering
         self._check_lock = trio.Lock()  # held while a check is read
-        self._writing: dict[str, int] = {}  # the threads the groups in flight write (how many)
+        self._writing: set[str] = set()  # the threads the groups in flight write (each in one)
         self._loading: dict[str, _Load] = {}  # the threads being read into the mirror
         self._closed = False
 
@@ -343,9 +343,7 @@ class PostgresStore(ClosingStore):
             self._leave_line(turn)
         flight = _Flight(frozenset(wanted))
         self._flights.append(flight)
-        writing = self._writing
-        for thread_id in flight.threads:
-            writing[thread_id] = writing.get(thread_id, 0) + 1
+        self._writing |= flight.threads  # (no flight writes one of them: see above)
         if self._mirror is not None:
             for thread_id in flight.threads & self._loading.keys():
                 self._loading[thread_id].stale = True  # read while this group goes in
@@ -361,12 +359,7 @@ class PostgresStore(ClosingStore):
             else:
                 self._idle_writers.append(db)
         self._flights.remove(flight)
-        writing = self._writing
-        for thread_id in flight.threads:
-            if writing[thread_id] == 1:
-                del writing[thread_id]
-            else:
-                writing[thread_id] -= 1
+        self._writing -= flight.threads
         self._writer_slots.release()
         flight.landed.set()
 
