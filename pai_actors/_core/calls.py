@@ -22,7 +22,6 @@ A pending action's deadline (``_core.deadlines.expire``) resolves it through ``s
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import datetime
 from typing import NamedTuple
 
@@ -46,6 +45,7 @@ from .call_record import (
     Finished,
     Phase,
     Resume,
+    replace,
 )
 from .errors import InvalidTransition, OutputNotJSON, ValidationFailed
 from .json import JsonValue, to_json_value

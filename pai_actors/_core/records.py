@@ -186,7 +186,8 @@ class StoredCall(StoreRecord):
         """The ref of this call's action ``action_id``: a suspension's (``suspend_name``),
         or the approval's or the output action's (``None``)."""
         record = self.record
-        return PendingActionRef(
+        return PendingActionRef.trusted(
+            kind="tool",
             thread_id=self.thread_id,
             tool_name=record.name,
             suspend_name=suspend_name,

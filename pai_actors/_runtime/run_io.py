@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any, Literal, NamedTuple
 
 import trio
 
-from .._core.call_record import CallRecord, CallSpec, Execute
+from .._core.call_record import CallRecord, CallSpec, Execute, replace
 from .._core.calls import (
     abandon_call,
     cancel_call,
@@ -165,7 +164,7 @@ async def read_step(
     streamed: dict[str, StoredCall] = {}
     appended = False  # the step's step-start part is stored (its first call's input streams)
     earlier = () if turn is None else turn.parts  # the turn's earlier steps
-    opened = Message(
+    opened = Message.trusted(  # (its parts are parts already, its metadata the turn's)
         id=message_id,
         role="assistant",
         parts=(*earlier, _STEP_START),

@@ -360,17 +360,24 @@ def _encoded(
     values: list[bytes | None] = []
     types: list[int] = []
     for value in params:
-        if value is None:
+        kind = type(value)
+        if kind is str:  # the most frequent first (ids, JSON)
+            values.append(value.encode())  # type: ignore[union-attr]
+            types.append(_TEXT)
+        elif value is None:
             values.append(None)
             types.append(0)  # the statement's context (or a cast) gives the type
-        elif isinstance(value, str):
-            values.append(value.encode())
-            types.append(_TEXT)
-        elif isinstance(value, bool):  # before int: a bool is an int
+        elif kind is bool:  # before int: a bool is an int
             values.append(b"\x01" if value else b"\x00")
             types.append(_BOOL)
-        elif isinstance(value, int):
+        elif kind is int:
             values.append(_INT8.pack(value))
+            types.append(_INT8_OID)
+        elif isinstance(value, str):  # (a subclass: as its text)
+            values.append(str.encode(value))
+            types.append(_TEXT)
+        elif isinstance(value, int):  # (a subclass, an IntEnum say: as its number)
+            values.append(_INT8.pack(int(value)))
             types.append(_INT8_OID)
         else:
             values.append(bytes(value))
