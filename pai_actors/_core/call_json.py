@@ -26,7 +26,7 @@ from .call_record import (
 )
 from .json import NotPlain, plain_json
 from .schema import frozen_mapping
-from .wire import Json
+from .wire import Json, iso
 
 # The stored mirror of the pure core's dataclasses. ``CallRecord`` holds ``JsonValue`` (a
 # recursive alias pydantic cannot build a schema for) and a read-only mapping, so it is
@@ -270,8 +270,7 @@ def _instant(at: datetime) -> str:
     offset = at.utcoffset() if type(at) is datetime else None
     if offset is None or offset.microseconds or offset.seconds % 60:
         raise NotPlain
-    text = at.isoformat()
-    return text if offset else text[:-6] + "Z"
+    return iso(at)  # (the same text: UTC as ``Z``, another offset as ``+hh:mm``)
 
 
 def _instant_or_none(at: datetime | None) -> str | None:

@@ -8,7 +8,8 @@ receives, and ``Model.model_validate(obj.to_wire())`` reads it back.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, tzinfo
+from functools import lru_cache
 from typing import TYPE_CHECKING, Annotated, Any, Self
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
@@ -35,6 +36,15 @@ else:
 
 def iso(at: datetime) -> str:
     """``at`` as an ISO-8601 string, UTC written as ``Z`` (as JavaScript's ``toISOString``)."""
+    return _iso(at, at.tzinfo)
+
+
+@lru_cache(maxsize=1024, typed=True)
+def _iso(at: datetime, zone: tzinfo | None) -> str:
+    # Cached: a record's instants are written again with every revision of it (a call's
+    # ``suspendedAt`` a dozen times in a W1 conversation), and ``isoformat`` costs several
+    # times a lookup. ``zone`` is in the key because datetimes equal as instants are equal
+    # whatever their zones, and each zone writes its own offset.
     text = at.isoformat()
     return text[:-6] + "Z" if at.utcoffset() == timedelta(0) and text.endswith("+00:00") else text
 

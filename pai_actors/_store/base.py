@@ -344,6 +344,18 @@ def check_revision(stored: int | None, revision: int, key: str) -> None:
         )
 
 
+def has_open_action(call: StoredCall) -> bool:
+    """Whether ``call`` holds a pending action (:func:`open_actions` would list one), without
+    making them: a store asks this of every call it writes."""
+    record = call.record
+    approval = record.approval
+    return (
+        record.pending_episode is not None
+        or (approval is not None and approval.state == "pending")
+        or record.output_action == "pending"
+    )
+
+
 def open_actions(call: StoredCall) -> list[OpenAction]:
     """The pending actions a stored call holds: its pending suspension, its pending approval
     (named after the tool, its input the call's), or its pending output action (a tool

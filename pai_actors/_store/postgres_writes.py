@@ -35,7 +35,7 @@ from .base import (
     SaveFile,
     Write,
     check_revision,
-    open_actions,
+    has_open_action,
 )
 from .postgres_connection import Connection, Param, ServerError, Statement
 from .sqlite_writes import _message_json, _part_rows, instant_us
@@ -77,7 +77,7 @@ def statement(write: Write, texts: PartTexts | None = None) -> Statement:
     if isinstance(write, PutCall):  # the most frequent write first
         call, stored = write.call, write.stored
         text = stored.model_dump_json()
-        is_open = bool(open_actions(stored))
+        is_open = has_open_action(stored)
         expires_us = instant_us(stored.record.expires_at)
         if call.revision == 0:
             return _sql(

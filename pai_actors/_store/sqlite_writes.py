@@ -31,7 +31,7 @@ from .base import (
     SaveFile,
     Write,
     check_revision,
-    open_actions,
+    has_open_action,
 )
 from .updates import PartTexts, part_text
 
@@ -62,7 +62,7 @@ def _write_one(db: sqlite3.Connection, write: Write) -> bool:
     if isinstance(write, PutCall):  # the most frequent write first
         call, stored = write.call, write.stored
         text = stored.model_dump_json()
-        is_open = int(bool(open_actions(stored)))
+        is_open = int(has_open_action(stored))
         expires_us = instant_us(stored.record.expires_at)
         if call.revision == 0:
             db.execute(

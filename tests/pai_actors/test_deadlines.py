@@ -32,7 +32,7 @@ from pai_actors._core.deadlines import (
     on_deadline_to_json,
 )
 from pai_actors._core.records import StoredCall
-from pai_actors._store.base import open_actions
+from pai_actors._store.base import has_open_action, open_actions
 
 T0 = datetime(2025, 1, 2, tzinfo=UTC)
 HOUR = timedelta(hours=1)
@@ -104,6 +104,28 @@ def test_each_kind_of_action_stores_and_shows_its_deadline() -> None:
     part = to_part(_suspended())
     assert part.pending_suspension is not None
     assert part.pending_suspension.to_wire()["expiresAt"] == "2025-01-02T01:00:00Z"
+
+
+def test_a_store_tells_a_call_with_an_open_action_as_open_actions_lists_them() -> None:
+    # (``has_open_action`` sets a stored call's ``open`` column without making the actions)
+    executing, _ = input_available(new_call("review", "c1"), REVIEW, {"q": 1})
+    resolved = [
+        expire(_suspended(), REVIEW, "c1.1", ResolveAtDeadline({"approved": True}), at=T0 + HOUR),
+        expire(_awaiting_approval(), REVIEW, "c1.approval", FailAtDeadline("late"), at=T0 + HOUR),
+        expire(_awaiting_output(), ASK, "c1", ResolveAtDeadline({"answer": "M"}), at=T0 + HOUR),
+    ]
+    records = [
+        (new_call("review", "c1"), False),
+        (executing, False),
+        (_suspended(), True),
+        (_awaiting_approval(), True),
+        (_awaiting_output(), True),
+        *((step.record, False) for step in resolved),
+    ]
+    for record, is_open in records:
+        stored = StoredCall(thread_id="t", run_id="r", message_id="m", record=record)
+        assert has_open_action(stored) is is_open, record
+        assert bool(open_actions(stored)) is is_open, record
 
 
 def test_without_a_deadline_nothing_is_written() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -33,6 +33,7 @@ from pai_actors._core.calls import (
     submit,
     to_part,
 )
+from pai_actors._core.wire import iso
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 SIDECARS: dict[str, Any] = {
@@ -461,3 +462,14 @@ def test_action_values() -> None:
     assert ref.origin == origin.model_copy(update={"suspend_name": "approval"})
     with pytest.raises(ValidationError):
         ref.action_id = "other"  # type: ignore[misc]  # frozen
+
+
+def test_an_instant_is_written_in_its_own_zone_however_often_it_is_written() -> None:
+    # (``iso`` keeps the texts it made: instants equal in two zones are equal datetimes)
+    utc = datetime(2025, 1, 2, 12, 30, tzinfo=UTC)
+    paris = utc.astimezone(timezone(timedelta(hours=1)))
+    assert utc == paris
+    for _ in range(2):
+        assert iso(utc) == "2025-01-02T12:30:00Z"
+        assert iso(paris) == "2025-01-02T13:30:00+01:00"
+        assert iso(utc.replace(tzinfo=None)) == "2025-01-02T12:30:00"
