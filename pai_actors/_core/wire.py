@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, tzinfo
 from functools import lru_cache
-from typing import TYPE_CHECKING, Annotated, Any, Self
+from typing import TYPE_CHECKING, Annotated, Any, Self, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 from pydantic.alias_generators import to_camel
@@ -47,6 +47,27 @@ def _iso(at: datetime, zone: tzinfo | None) -> str:
     # whatever their zones, and each zone writes its own offset.
     text = at.isoformat()
     return text[:-6] + "Z" if at.utcoffset() == timedelta(0) and text.endswith("+00:00") else text
+
+
+_Model = TypeVar("_Model", bound=BaseModel)
+_new, _set = object.__new__, object.__setattr__
+
+
+def updated(model: _Model, /, **update: Any) -> _Model:
+    """``model.model_copy(update=update)`` for a frozen model, at about a third of its cost:
+    the new model's fields are ``model``'s with ``update`` over them, taken as they are (no
+    validation, as ``model_copy``). It shares what a frozen model never changes in place (its
+    set of fields set, unless ``update`` adds to it); the runtime and the stores make a
+    revised record with every write."""
+    new = _new(model.__class__)
+    _set(new, "__dict__", {**model.__dict__, **update})
+    fields_set = model.__pydantic_fields_set__
+    if not update.keys() <= fields_set:
+        fields_set = fields_set | update.keys()
+    _set(new, "__pydantic_fields_set__", fields_set)
+    _set(new, "__pydantic_extra__", model.__pydantic_extra__)
+    _set(new, "__pydantic_private__", model.__pydantic_private__)
+    return new
 
 
 class WireModel(BaseModel):

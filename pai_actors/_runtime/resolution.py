@@ -19,6 +19,7 @@ from .._core.call_record import CallRecord, CallSpec
 from .._core.calls import Submission, agents_done
 from .._core.errors import StoreConflict, ThreadOwnedElsewhere
 from .._core.records import RunRecord, StoredCall
+from .._core.wire import updated
 from .call import resumable
 from .run import CLEANUP_SECONDS
 from .run_io import stage_call, write_call
@@ -84,7 +85,7 @@ async def write_resumable(
         return await write_call(services, call, record)
     async with services.transaction() as tx:
         stored = stage_call(tx, call, record)
-        tx.put_run(run.model_copy(update={"status": "running"}))
+        tx.put_run(updated(run, status="running"))
     if services.closing():  # its activation will not happen here: leave the run waiting, as found
         with trio.move_on_after(CLEANUP_SECONDS, shield=True):
             await services.park(run.run_id)

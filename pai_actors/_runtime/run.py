@@ -39,6 +39,7 @@ from .._core.parts import message_steps
 from .._core.records import StoredCall
 from .._core.state import RunStatus
 from .._core.trigger import is_notification
+from .._core.wire import updated
 from .._tools.agent import RuntimeScope
 from .address import Start
 from .call import (
@@ -282,9 +283,7 @@ async def _wait_calls(
         if handoff is not None:  # judge the run by the suspension, as it will be stored
             record = handoff[1]
             run_calls = [
-                c.model_copy(update={"record": record})
-                if c.record.tool_call_id == record.tool_call_id
-                else c
+                updated(c, record=record) if c.record.tool_call_id == record.tool_call_id else c
                 for c in run_calls
             ]
         for call in run_calls:
@@ -339,7 +338,7 @@ async def _set_status(
         async with services.transaction() as tx:
             if handoff is not None:
                 stage_call(tx, *handoff)
-            staged = tx.put_run(live.run.model_copy(update={"status": status, "error": error}))
+            staged = tx.put_run(updated(live.run, status=status, error=error))
         live.run = staged  # only once committed: a conflict leaves the old revision
     if status in ("running", "waiting"):
         live.status = status

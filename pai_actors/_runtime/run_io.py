@@ -41,6 +41,7 @@ from .._core.parts import Message, ReasoningPart, StepStartPart, TextPart, messa
 from .._core.records import StoredCall
 from .._core.step import ModelStep, StepAccumulator
 from .._core.updates import MessageDelta
+from .._core.wire import updated
 from .._store.base import Transaction
 from .._tools.agent import RuntimeScope
 from .._tools.registration import ToolRegistration, call_callback
@@ -279,15 +280,14 @@ async def read_step(
         for part in step.reasoning
     ]
     text = [TextPart(text=step.text)] if step.text else []
-    message = opened.model_copy(
-        update={
-            "parts": (*opened.parts, *reasoning, *text, *(to_part(r) for r, _ in started)),
-            "metadata": _turn_metadata(opened.metadata, step),
-        }
+    message = updated(
+        opened,
+        parts=(*opened.parts, *reasoning, *text, *(to_part(r) for r, _ in started)),
+        metadata=_turn_metadata(opened.metadata, step),
     )
     run = live.run
     if step.usage is not None:
-        run = run.model_copy(update={"usage": add_usage(run.usage, step.usage)})
+        run = updated(run, usage=add_usage(run.usage, step.usage))
     staged_run = None
     async with services.transaction() as tx:
         if appended or turn is not None:
@@ -298,12 +298,12 @@ async def read_step(
             # A final answer, and no notification arrived to answer next: the run is
             # completed in the same commit (recovery would settle it so anyway; see
             # ``AgentRuntime._load``), one commit fewer per run.
-            staged_run = tx.put_run(run.model_copy(update={"status": "completed"}))
+            staged_run = tx.put_run(updated(run, status="completed"))
         elif run is not live.run:  # the run's usage grew
             staged_run = tx.put_run(run)
         stored = [
             tx.put_call(
-                streamed[r.tool_call_id].model_copy(update={"record": r})
+                updated(streamed[r.tool_call_id], record=r)
                 if r.tool_call_id in streamed
                 else StoredCall(
                     thread_id=live.thread_id,

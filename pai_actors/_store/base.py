@@ -51,6 +51,7 @@ from .._core.records import (
     ThreadRecord,
     UploadedFile,
 )
+from .._core.wire import updated
 
 # The staged writes: plain values a backend interprets in ``commit``.
 
@@ -165,17 +166,17 @@ class Transaction:
 
     def put_run(self, run: RunRecord) -> RunRecord:
         """Stage ``run``; returns it as it will be stored (``revision + 1``)."""
-        stored = run.model_copy(update={"revision": run.revision + 1})
+        stored = updated(run, revision=run.revision + 1)
         self._stage(PutRun(run, stored))
         return stored
 
     def put_call(self, call: StoredCall, *, record: CallRecord | None = None) -> StoredCall:
         """Stage ``call`` (with its record replaced by ``record``, when given: one copy for
         what would be two); returns it as it will be stored (``revision + 1``)."""
-        update: dict[str, object] = {"revision": call.revision + 1}
-        if record is not None:
-            update["record"] = record
-        stored = call.model_copy(update=update)
+        if record is None:
+            stored = updated(call, revision=call.revision + 1)
+        else:
+            stored = updated(call, revision=call.revision + 1, record=record)
         self._stage(PutCall(call, stored))
         return stored
 

@@ -35,6 +35,7 @@ from collections.abc import Iterable, Sequence
 
 from .._core.parts import Message, ToolPart
 from .._core.records import RunRecord, StoredCall, ThreadRecord
+from .._core.wire import updated
 from .base import (
     AppendMessage,
     CreateThread,
@@ -92,7 +93,7 @@ class MirroredThread:
                 break
         else:
             parts = (*parts, part)
-        self.messages[at] = message.model_copy(update={"parts": parts})
+        self.messages[at] = updated(message, parts=parts)
 
 
 class Mirror:

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
-from pai_actors import MAX_SAFE_INTEGER, StoredCall
+from pai_actors import MAX_SAFE_INTEGER, Message, RunRecord, StoredCall, TextPart
 from pai_actors._core.call_json import (
     _CallShape,
     _dump_call,
@@ -25,6 +25,7 @@ from pai_actors._core.call_json import (
 )
 from pai_actors._core.call_record import Approval, CallRecord, Cancellation, DataItem, Episode
 from pai_actors._core.schema import frozen_mapping
+from pai_actors._core.wire import updated
 
 
 class Color(enum.StrEnum):
@@ -482,3 +483,27 @@ def test_instants_are_read_as_before(text: str, at: datetime) -> None:
     assert loaded.cancelled is not None
     assert loaded.cancelled.at == at
     assert repr(loaded) == _the_shape_load(value)[1]
+
+
+def test_updated_makes_what_model_copy_makes_and_leaves_the_model_as_it_was() -> None:
+    run = RunRecord(
+        thread_id="t", run_id="r", status="running", created_at=datetime(2025, 1, 2, tzinfo=UTC)
+    )
+    for model, update in [
+        (run, {"revision": 1}),  # a field not set before: now set
+        (run, {"status": "waiting", "error": None}),
+        (Message(id="m", role="user", parts=(TextPart(text="a"),)), {"parts": ()}),
+    ]:
+        made, expected = updated(model, **update), model.model_copy(update=update)
+        assert made == expected
+        assert type(made) is type(expected)
+        assert made.model_fields_set == expected.model_fields_set
+        assert made.model_dump_json() == expected.model_dump_json()
+        for name, value in update.items():
+            assert getattr(made, name) == value
+        assert model.model_fields_set <= made.model_fields_set
+    assert (run.revision, run.status, run.model_fields_set) == (
+        0,
+        "running",
+        {"thread_id", "run_id", "status", "created_at"},
+    )
