@@ -188,10 +188,11 @@ async def read_step(
         try:
             async for event in events:
                 accumulator.feed(event)
-                if isinstance(event, TextDelta | ReasoningDelta):
+                # (tuples: ``A | B`` here would make a union object for every event)
+                if isinstance(event, (TextDelta, ReasoningDelta)):
                     _stream_delta(services, live, message_id, event)
                     continue
-                if isinstance(event, ToolInputStart | ToolCallEvent):
+                if isinstance(event, (ToolInputStart, ToolCallEvent)):
                     _check_new_id(event.tool_call_id, taken)
                 if isinstance(event, ToolInputStart):
                     record = new_call(

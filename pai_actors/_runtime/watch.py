@@ -133,7 +133,7 @@ class Baseline:
     logged: int | None = None
 
     def apply(self, update: ThreadUpdateOrDelta) -> None:
-        if isinstance(update, MessageAppended | MessageReplaced):
+        if isinstance(update, (MessageAppended, MessageReplaced)):
             self.messages[update.message.id] = update.message
         elif isinstance(update, ToolPartUpdated):
             message = self.messages.get(update.message_id)

@@ -220,12 +220,13 @@ def stopped(commit: Commit) -> Iterable[str]:
 
 
 def thread_ids(group: list[Commit]) -> Iterable[str]:
-    """The threads the writes of ``group`` change."""
+    """The threads the writes of ``group`` change. (``isinstance`` is given a tuple: ``A | B``
+    would make a union object for every write.)"""
     for commit in group:
         for write in commit.writes:
             if isinstance(write, CreateThread):
                 yield write.thread.thread_id
-            elif isinstance(write, AppendMessage | ReplaceMessage | PutToolPart):
+            elif isinstance(write, (AppendMessage, ReplaceMessage, PutToolPart)):
                 yield write.thread_id
             elif isinstance(write, PutRun):
                 yield write.run.thread_id

@@ -47,7 +47,8 @@ def threads_shown(writes: Sequence[Write]) -> frozenset[str]:
     return frozenset(
         write.run.thread_id if isinstance(write, PutRun) else write.thread_id
         for write in writes
-        if isinstance(write, AppendMessage | ReplaceMessage | PutToolPart | PutRun)
+        # (a tuple: ``A | B`` here would make a union object for every write)
+        if isinstance(write, (AppendMessage, ReplaceMessage, PutToolPart, PutRun))
     )
 
 
@@ -75,7 +76,7 @@ def encoded_updates(writes: Sequence[Write], texts: PartTexts | None = None) -> 
     commit's statements encoded): this runs for every commit of a node."""
     by_thread: dict[str, list[str]] = {}
     for write in writes:
-        if isinstance(write, AppendMessage | ReplaceMessage):
+        if isinstance(write, (AppendMessage, ReplaceMessage)):
             kind = "message-appended" if isinstance(write, AppendMessage) else "message-replaced"
             thread_id = write.thread_id
             message = write.message
