@@ -7,6 +7,7 @@ import copy
 import enum
 import json
 import math
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -507,3 +508,19 @@ def test_updated_makes_what_model_copy_makes_and_leaves_the_model_as_it_was() ->
         "running",
         {"thread_id", "run_id", "status", "created_at"},
     )
+
+
+def test_a_stored_call_dumped_in_python_mode_hands_out_no_value_of_its_record() -> None:
+    record = replace(
+        CallRecord(name="t", tool_call_id="c1"),
+        phase="done",
+        finish="output-available",
+        input={"order": [1, 2]},
+        output={"refunded": {"cents": 5}},
+    )
+    call = StoredCall(thread_id="t", run_id="r", message_id="m", record=record)
+    dumped = call.model_dump()["record"]
+    assert (dumped["input"], dumped["output"]) == (record.input, record.output)
+    dumped["input"]["order"].append(3)
+    dumped["output"]["refunded"]["cents"] = 6
+    assert (record.input, record.output) == ({"order": [1, 2]}, {"refunded": {"cents": 5}})
