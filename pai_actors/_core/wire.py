@@ -36,15 +36,16 @@ else:
 
 def iso(at: datetime) -> str:
     """``at`` as an ISO-8601 string, UTC written as ``Z`` (as JavaScript's ``toISOString``)."""
-    return _iso(at, at.tzinfo)
+    return _iso(at, at.tzinfo, at.fold)
 
 
 @lru_cache(maxsize=1024, typed=True)
-def _iso(at: datetime, zone: tzinfo | None) -> str:
+def _iso(at: datetime, zone: tzinfo | None, fold: int) -> str:
     # Cached: a record's instants are written again with every revision of it (a call's
     # ``suspendedAt`` a dozen times in a W1 conversation), and ``isoformat`` costs several
-    # times a lookup. ``zone`` is in the key because datetimes equal as instants are equal
-    # whatever their zones, and each zone writes its own offset.
+    # times a lookup. ``zone`` and ``fold`` are in the key because equal datetimes can write
+    # different offsets: equal instants in two zones, and, in one zone, a wall time that
+    # comes twice (``fold`` tells which; equality ignores it).
     text = at.isoformat()
     return text[:-6] + "Z" if at.utcoffset() == timedelta(0) and text.endswith("+00:00") else text
 

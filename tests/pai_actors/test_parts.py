@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from pydantic import BaseModel, ValidationError
@@ -473,3 +474,10 @@ def test_an_instant_is_written_in_its_own_zone_however_often_it_is_written() -> 
         assert iso(utc) == "2025-01-02T12:30:00Z"
         assert iso(paris) == "2025-01-02T13:30:00+01:00"
         assert iso(utc.replace(tzinfo=None)) == "2025-01-02T12:30:00"
+    # A wall time that comes twice (clocks turned back): equal datetimes, two offsets.
+    first = datetime(2025, 10, 26, 2, 30, tzinfo=ZoneInfo("Europe/Paris"))
+    second = first.replace(fold=1)
+    assert first == second
+    for _ in range(2):
+        assert iso(first) == "2025-10-26T02:30:00+02:00"
+        assert iso(second) == "2025-10-26T02:30:00+01:00"
