@@ -138,43 +138,67 @@ def spawn_call(
     incarnation that crashed is restarted by the supervisor (see the module docstring) and
     keeps the address; the address is released only when an incarnation ends otherwise.
     """
-    tool_call_id = call.record.tool_call_id
-    address = CallAddress(tool_call_id)
+    address = CallAddress(call.record.tool_call_id)
+    live.addresses[address.key] = address
+    try:
+        address.ref = calls.spawn(
+            _CallActor(services, live, calls, call, address, trace),
+            restart="transient",
+            capacity=1,
+        )
+    except BaseException:
+        del live.addresses[address.key]
+        raise
+    address.tell(entry)
 
-    async def tool_call(mailbox: Mailbox[Entry]) -> None:
+
+class _CallActor:
+    """The actor function of one call's activation (each incarnation calls it with its
+    mailbox). An object with slots rather than a closure: one object where a closure over
+    its six values was nine, alive as long as the call is, for the garbage collector."""
+
+    __slots__ = ("address", "call", "calls", "live", "services", "trace")
+    __name__ = "tool_call"  # (its actors' names: ``tool_call-N``)
+
+    def __init__(
+        self,
+        services: Services,
+        live: LiveRun,
+        calls: Supervisor,
+        call: StoredCall,
+        address: CallAddress,
+        trace: SpanParent | None,
+    ) -> None:
+        self.services, self.live, self.calls = services, live, calls
+        self.call, self.address, self.trace = call, address, trace
+
+    async def __call__(self, mailbox: Mailbox[Entry]) -> None:
+        services, live, call, address = self.services, self.live, self.call, self.address
         address.ref = mailbox.ref  # (the same ref, but for a restarted incarnation)
         crashed = False
         try:
             if address.aborted is not None:  # a restart after an abort: nothing to run
                 return
             if not address.restarts:
-                driver = _CallDriver(services, live, call, address, trace)
+                driver = _CallDriver(services, live, call, address, self.trace)
                 await driver.run(await mailbox.receive())
             else:
-                await _restarted(services, live, call, address, trace)
+                await _restarted(services, live, call, address, self.trace)
         except Exception as exc:
             crashed = True  # its supervisor restarts it, or gives up and fails the run
             address.restarts += 1
             address.failure = exc
             if address.restarts == 1:  # (only once a call failed: a listener costs each exit)
-                calls.add_exit_listener(partial(_abort_if_gave_up, live, calls))
+                self.calls.add_exit_listener(partial(_abort_if_gave_up, live, self.calls))
             _log.exception(
-                "the actor of call %r failed (restart %d)", tool_call_id, address.restarts
+                "the actor of call %r failed (restart %d)", address.key, address.restarts
             )
             raise
         finally:
             if not crashed:
-                if live.addresses.get(tool_call_id) is address:
-                    del live.addresses[tool_call_id]
+                if live.addresses.get(address.key) is address:
+                    del live.addresses[address.key]
                 live.wake()
-
-    live.addresses[tool_call_id] = address
-    try:
-        address.ref = calls.spawn(tool_call, restart="transient", capacity=1)
-    except BaseException:
-        del live.addresses[tool_call_id]
-        raise
-    address.tell(entry)
 
 
 def _abort_if_gave_up(live: LiveRun, calls: Supervisor, record: object) -> None:

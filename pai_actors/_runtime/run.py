@@ -35,7 +35,7 @@ from .._core.call_record import ActionResolved, CallRecord
 from .._core.calls import cancel_call, unstart_entry
 from .._core.errors import AgentRunError, StoreConflict, ThreadOwnedElsewhere
 from .._core.model import ModelRequest
-from .._core.parts import message_steps
+from .._core.parts import Message, message_steps
 from .._core.records import StoredCall
 from .._core.state import RunStatus
 from .._core.trigger import is_notification
@@ -225,7 +225,6 @@ async def _step(
             "max_steps or give it a clearer task",
             agent_id=live.agent_id,
         )
-    seen = {m.id for m in messages}
     history = await model_messages(messages, agent.tools)
     request = ModelRequest(agent.instructions, history, dict(prepared.tools), step_settings(live))
     # A turn is one assistant message: a step after another step of the run continues it;
@@ -243,8 +242,7 @@ async def _step(
         # A notification (ctx.trigger) that arrived during this step was not in its
         # request: the run goes on to another step rather than leave it unanswered.
         if services.notified(thread_id):  # only then can there be one it did not see
-            latest = await services.store.list_messages(thread_id)
-            if any(is_notification(m) and m.id not in seen for m in latest):
+            if _new_notification(await services.store.list_messages(thread_id), messages):
                 return ""
         await _set_status(services, live, "completed")
         return None
@@ -277,15 +275,11 @@ async def _wait_calls(
         live.phase = RunActorPhase.LOOKING
         live.changed = False
         handoff = live.handoff  # cleared once written (a closing run writes it otherwise)
-        run_calls = [
-            c for c in await services.store.list_calls(live.thread_id) if c.run_id == live.run_id
-        ]
+        # (comprehensions in helpers: here, their variables would be cells, objects alive
+        # for as long as the run waits, for the garbage collector to scan)
+        run_calls = calls_of_run(await services.store.list_calls(live.thread_id), live.run_id)
         if handoff is not None:  # judge the run by the suspension, as it will be stored
-            record = handoff[1]
-            run_calls = [
-                updated(c, record=record) if c.record.tool_call_id == record.tool_call_id else c
-                for c in run_calls
-            ]
+            run_calls = _with_record(run_calls, handoff[1])
         for call in run_calls:
             tool_call_id = call.record.tool_call_id
             if tool_call_id in live.addresses:
@@ -296,8 +290,7 @@ async def _wait_calls(
             elif needs_observing(live, call.record):
                 await observe_output(services, live, call)
         if live.active_calls == 0 and not live.changed:
-            step_calls = [c for c in run_calls if c.message_id == message_id]
-            if all(c.record.phase == "done" for c in step_calls):
+            if _all_done(run_calls, message_id):
                 if handoff is not None:  # (a call of an earlier message)
                     await _write_handoff(services, live, handoff)
                 return True
@@ -315,6 +308,30 @@ async def _wait_calls(
         live.phase = RunActorPhase.LISTENING
         services.notify(live.thread_id)
         await mailbox.receive()
+
+
+def _new_notification(latest: list[Message], before: list[Message]) -> bool:
+    """Whether ``latest`` holds a notification that ``before`` did not."""
+    seen = {m.id for m in before}
+    return any(is_notification(m) and m.id not in seen for m in latest)
+
+
+def calls_of_run(calls: list[StoredCall], run_id: str) -> list[StoredCall]:
+    """Those of ``calls`` made by the run ``run_id``."""
+    return [c for c in calls if c.run_id == run_id]
+
+
+def _with_record(calls: list[StoredCall], record: CallRecord) -> list[StoredCall]:
+    """``calls``, the one of ``record`` with it."""
+    return [
+        updated(c, record=record) if c.record.tool_call_id == record.tool_call_id else c
+        for c in calls
+    ]
+
+
+def _all_done(calls: list[StoredCall], message_id: str) -> bool:
+    """Whether every call of the message ``message_id`` is done."""
+    return all(c.record.phase == "done" for c in calls if c.message_id == message_id)
 
 
 async def _write_handoff(

@@ -240,6 +240,9 @@ async def read_step(
                 await aclose()
         step = accumulator.result()
         step_finished(step)  # the step's span: finish reason, usage (when tracing)
+        # (garbage now, not kept while the step's commits are written: a thousand steps
+        # at once keep a thousand of each, for the garbage collector to scan)
+        del accumulator, taken, events
     except BaseException:
         _end_streaming(live)
         # A cancellation of the run (cancel_run, or the runtime closing) cancels the calls
@@ -302,19 +305,23 @@ async def read_step(
             staged_run = tx.put_run(updated(run, status="completed"))
         elif run is not live.run:  # the run's usage grew
             staged_run = tx.put_run(run)
-        stored = [
-            tx.put_call(
-                updated(streamed[r.tool_call_id], record=r)
-                if r.tool_call_id in streamed
-                else StoredCall(
-                    thread_id=live.thread_id,
-                    run_id=live.run_id,
-                    message_id=message_id,
-                    record=r,
+        # (a loop, not a comprehension: one would keep four of this function's variables in
+        # cells, objects alive for the whole step, for the garbage collector to scan)
+        stored: list[StoredCall] = []
+        for r, _ in started:
+            before = streamed.get(r.tool_call_id)
+            stored.append(
+                tx.put_call(
+                    updated(before, record=r)
+                    if before is not None
+                    else StoredCall(
+                        thread_id=live.thread_id,
+                        run_id=live.run_id,
+                        message_id=message_id,
+                        record=r,
+                    )
                 )
             )
-            for r, _ in started
-        ]
     if staged_run is not None:
         live.run = staged_run  # only once committed
     return [

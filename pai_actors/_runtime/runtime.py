@@ -43,6 +43,7 @@ import itertools
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, NamedTuple, overload
 
@@ -126,7 +127,7 @@ from .loading import (
 )
 from .prepare import check_client_tools
 from .resolution import resolve, settle_caller
-from .run import CLEANUP_SECONDS, record_cancelled, run_actor
+from .run import CLEANUP_SECONDS, calls_of_run, record_cancelled, run_actor
 from .run_io import RUNTIME_CLOSING, TAKEN_OVER, stage_call
 from .services import MapError, Services
 from .subagents import CALLER_ENDED
@@ -264,6 +265,7 @@ class AgentRuntime:
         self._hub = WatchHub()
         # One task resolves every pending action's deadline (see ``_runtime.deadlines``).
         self._deadlines = DeadlineTimer(store=store, now=clock, fire=self._fire_deadline)
+        self._note_deadline = self._deadlines.note  # (bound once: given to every transaction)
         self._services = Services(
             store=store,
             transaction=self._transaction,
@@ -420,11 +422,10 @@ class AgentRuntime:
         live.trace_link = start.trace_link
         self._live[live.run_id] = live
 
-        async def run(mailbox: Any) -> None:
-            await run_actor(self._services, live, mailbox)
-
         live.ref = self._root.spawn(
-            run,
+            # (a partial, not a closure: two objects where a closure is four, and one
+            # coroutine fewer for as long as the run's actor lives)
+            functools.partial(run_actor, self._services, live),
             # (an actor's name has no '/': a path of names is how the supervision tree is
             # shown; a sub-agent's ids hold its thread's, <thread>/<call>/<key>)
             name=f"run-{live.run_id}".replace("/", "|"),
@@ -445,7 +446,7 @@ class AgentRuntime:
     def _transaction(self) -> Transaction:
         """A store transaction whose writes reach the watchers once it committed (and its
         calls' deadlines the deadline timer)."""
-        return PublishingTransaction(self._store, self._hub, self._deadlines.note)
+        return PublishingTransaction(self._store, self._hub, self._note_deadline)
 
     def _publish(self, update: ThreadUpdateOrDelta) -> None:
         """Send ``update`` (never stored: a text fragment, transient tool data) to the
@@ -788,11 +789,11 @@ class AgentRuntime:
             self._nursery.start_soon(self._forwarding.serve, thread_id)
         if active is not None and orphaned:
             # No actor runs it: a runtime closed (or its process stopped) under it.
-            run_calls = [c for c in calls if c.run_id == active.run_id]
+            run_calls = calls_of_run(calls, active.run_id)
             if any(_interrupted(c.record) for c in run_calls):
                 await self._record_interrupted(thread, active, run_calls)
                 calls = await self._store.list_calls(thread_id)
-                run_calls = [c for c in calls if c.run_id == active.run_id]
+                run_calls = calls_of_run(calls, active.run_id)
             messages = await self._store.list_messages(thread_id)
             last = messages[-1] if messages else None
             done = all(c.record.phase == "done" for c in run_calls)
@@ -1038,6 +1039,14 @@ class AgentRuntime:
         if not self._deadlines.swept.is_set():  # (no extra checkpoint once it is)
             await self._deadlines.swept.wait()
         await self._load(thread_id)
+        # Without sub-agent runs in this runtime, or another node's changes to follow, it
+        # is the thread's own idleness: waited for here, two coroutines fewer alive while
+        # it waits than through ``_idle_tree``. Either can start meanwhile, so it is looked
+        # at again after every wait.
+        while not (self._sub_runs or self._following):
+            if self._idle(thread_id):
+                return
+            await _wait_for(self._idle_waits, thread_id)
         while not await self._idle_tree(thread_id):
             pass
 
@@ -1616,17 +1625,16 @@ class AgentRuntime:
         """:meth:`_resolution` by this node (:class:`ThreadOwnedElsewhere` if another
         node runs the thread)."""
         await self._settle_first(ref.thread_id)
-        op, now = request["op"], self._now
-        judge: Callable[[CallRecord, CallSpec], Submission]
+        op = request["op"]
         if op == "submit":
-            payload = request["payload"]
-            judge = lambda record, spec: submit(record, spec, ref.action_id, payload, at=now())  # noqa: E731
+            value = request["payload"]
         elif op == "cancel_action":
-            reason = request["reason"]
-            judge = lambda record, _: cancel_action(record, ref.action_id, reason, at=now())  # noqa: E731
+            value = request["reason"]
         else:
-            failure = request["error"] if error is None else error
-            judge = lambda record, _: fail_action(record, ref.action_id, failure, at=now())  # noqa: E731
+            value = request["error"] if error is None else error
+        # (a partial, not a closure: this coroutine's variables stay plain locals, not cells
+        # that live, with the closure, for as long as the submission is written)
+        judge = functools.partial(_judge, op, ref.action_id, value, self._now)
         return await resolve(self._services, ref, judge)
 
     async def _apply_request(self, request: Request) -> Answer:
@@ -1696,6 +1704,23 @@ class AgentRuntime:
             # Started unless the runtime is closing, the run is being cancelled or its thread
             # has a live run; the slot goes on to the next queued activation either way.
             self._handle(ActivationEnded(run_id, stored_active=start is not None), start)
+
+
+def _judge(
+    op: str,
+    action_id: str,
+    value: Any,
+    now: Callable[[], datetime],
+    record: CallRecord,
+    spec: CallSpec,
+) -> Submission:
+    """The judgement of a request's ``op`` on the action ``action_id`` of ``record``:
+    ``value`` is the submission's payload, the cancellation's reason or the failure."""
+    if op == "submit":
+        return submit(record, spec, action_id, value, at=now())
+    if op == "cancel_action":
+        return cancel_action(record, action_id, value, at=now())
+    return fail_action(record, action_id, value, at=now())
 
 
 def _left_to_settle(run: RunRecord | None, calls: list[StoredCall]) -> bool:

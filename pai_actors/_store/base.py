@@ -198,9 +198,14 @@ class Transaction:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        writes, self._done = tuple(self._writes), True
+        writes = self._end()
         if exc_type is None and writes:
             await self._store.commit(writes)
+
+    def _end(self) -> tuple[Write, ...]:
+        """End the transaction (nothing can be staged on it any more); its writes."""
+        self._done = True
+        return tuple(self._writes)
 
 
 class ClosingStore:

@@ -38,6 +38,7 @@ was in flight leaves its outcome unknown, as with any client of a database serve
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import logging
 import math
@@ -289,7 +290,7 @@ class PostgresStore(ClosingStore):
             with trio.CancelScope(shield=True):
                 await trio.lowlevel.checkpoint()  # let this tick's writers join
                 try:
-                    flight = await self._board(turn, lambda: thread_ids(group))
+                    flight = await self._board(turn, functools.partial(thread_ids, group))
                 except BaseException as exc:  # (a write of no known kind): none is written
                     if self._batch is group:
                         self._batch = None

@@ -62,8 +62,8 @@ class Commit:
         texts: PartTexts = {}  # (each part encoded once, for its row and for the log)
         # With ``log_as`` (a node id): the statements that log the updates it shows, after
         # its writes in its transaction (``_store.postgres_updates``).
-        self.log = (
-            []
+        self.log: Sequence[Statement] = (
+            ()
             if log_as is None
             else [
                 log_statement(t, log_as, body) for t, body in encoded_updates(writes, texts).items()

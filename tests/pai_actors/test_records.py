@@ -510,6 +510,22 @@ def test_updated_makes_what_model_copy_makes_and_leaves_the_model_as_it_was() ->
     )
 
 
+def test_trusted_instances_share_one_set_of_fields_which_is_all_of_them() -> None:
+    first, second = TextPart.trusted(type="text", text="a"), TextPart.trusted(type="text", text="b")
+    assert first.model_fields_set is second.model_fields_set  # one set for the class
+    assert first.model_fields_set == set(TextPart.model_fields) == {"type", "text"}
+    for copied in [
+        first.model_copy(update={"text": "c"}),
+        copy.copy(first),
+        copy.deepcopy(first),
+        updated(first, text="d"),
+    ]:
+        assert copied.model_fields_set == {"type", "text"}
+        assert copied.model_dump(exclude_unset=True) == {"type": "text", "text": copied.text}
+    assert second.model_fields_set == {"type", "text"}
+    assert second.model_dump(exclude_unset=True) == {"type": "text", "text": "b"}
+
+
 def test_a_stored_call_dumped_in_python_mode_hands_out_no_value_of_its_record() -> None:
     record = replace(
         CallRecord(name="t", tool_call_id="c1"),
