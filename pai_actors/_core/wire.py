@@ -8,6 +8,7 @@ receives, and ``Model.model_validate(obj.to_wire())`` reads it back.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta, tzinfo
 from functools import lru_cache
 from typing import TYPE_CHECKING, Annotated, Any, Self, TypeVar
@@ -54,6 +55,9 @@ _Model = TypeVar("_Model", bound=BaseModel)
 _new, _set = object.__new__, object.__setattr__
 _ALL_FIELDS: dict[type[BaseModel], set[str]] = {}
 """Each class's set of all its fields: the one ``WireModel.trusted`` gives its instances."""
+_FIELDS_SETS: dict[tuple[type[BaseModel], frozenset[str]], set[str]] = {}
+"""The sets of fields ``updated`` gave revised models, by class and content."""
+_FIELDS_SETS_KEPT = 4096
 
 
 def updated(model: _Model, /, **update: Any) -> _Model:
@@ -66,11 +70,24 @@ def updated(model: _Model, /, **update: Any) -> _Model:
     _set(new, "__dict__", {**model.__dict__, **update})
     fields_set = model.__pydantic_fields_set__
     if not update.keys() <= fields_set:
-        fields_set = fields_set | update.keys()
+        fields_set = _shared_fields_set(model.__class__, fields_set, update.keys())
     _set(new, "__pydantic_fields_set__", fields_set)
     _set(new, "__pydantic_extra__", model.__pydantic_extra__)
     _set(new, "__pydantic_private__", model.__pydantic_private__)
     return new
+
+
+def _shared_fields_set(cls: type[BaseModel], before: set[str], added: Iterable[str]) -> set[str]:
+    """``before | added``, one set for each class and content: a frozen model never
+    changes its set in place, so its revisions share it, as a class's ``trusted`` instances
+    do, rather than each keeping one more object for the garbage collector to scan."""
+    names = frozenset(before).union(added)
+    shared = _FIELDS_SETS.get((cls, names))
+    if shared is None:
+        shared = set(names)
+        if len(_FIELDS_SETS) < _FIELDS_SETS_KEPT:  # (a bound, never reached in practice)
+            _FIELDS_SETS[cls, names] = shared
+    return shared
 
 
 class WireModel(BaseModel):

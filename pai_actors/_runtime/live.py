@@ -88,7 +88,8 @@ class LiveRun:
     context_resolved: bool = False
     ref: Any = None  # ActorRef[RunMessage], set right after spawn
     calls: Supervisor | None = None
-    done: trio.Event = field(default_factory=trio.Event)
+    ended: bool = False  # its actor's last word was said (``end()``)
+    done: trio.Event | None = None  # made by the first ``wait_ended()``
     # The model step in progress: the id of its turn's assistant message, its index in that
     # message, and the text and reasoning streamed so far (what a watch that starts mid-step
     # receives first).
@@ -136,6 +137,21 @@ class LiveRun:
         abort = Abort(reason)
         for address in list(self.addresses.values()):
             address.abort_enclosed(abort)
+
+    def end(self) -> None:
+        """The run's actor said its last word: wake every ``wait_ended()``."""
+        self.ended = True
+        if self.done is not None:
+            self.done.set()
+
+    async def wait_ended(self) -> None:
+        """Return once the run's actor ended (:meth:`end`)."""
+        if self.ended:
+            await trio.lowlevel.checkpoint()
+            return
+        if self.done is None:  # (made here: most runs end with nobody waiting)
+            self.done = trio.Event()
+        await self.done.wait()
 
     def wake(self) -> None:
         try:

@@ -307,6 +307,7 @@ async def _wait_calls(
             await _set_status(services, live, "running")
         live.phase = RunActorPhase.LISTENING
         services.notify(live.thread_id)
+        del run_calls  # (garbage while the run waits for its next message: read again then)
         await mailbox.receive()
 
 

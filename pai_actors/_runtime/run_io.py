@@ -289,6 +289,7 @@ async def read_step(
         parts=(*opened.parts, *reasoning, *text, *(to_part(r) for r, _ in started)),
         metadata=_turn_metadata(opened.metadata, step),
     )
+    del records, inputs, reasoning, text  # (garbage while the step's commit is written)
     run = live.run
     if step.usage is not None:
         run = updated(run, usage=add_usage(run.usage, step.usage))

@@ -481,7 +481,7 @@ class AgentRuntime:
     def _forget(self, live: LiveRun) -> None:
         """The run actor's last word: its run is no longer live."""
         del self._live[live.run_id]
-        live.done.set()
+        live.end()
         # passivated while a submission changed it: activate it again, from its calls
         again = live.waiting_message_id if live.passivated and live.changed else None
         self._handle(RunEnded(live.run_id, again))
@@ -1161,7 +1161,7 @@ class AgentRuntime:
             live.cancel_reason = reason
             live.abort_calls(reason)
             live.scope.cancel()
-            await live.done.wait()
+            await live.wait_ended()
             return await self._cancelled(live.thread_id, run_id, reason)
         # Not alive: no submission resolves and no activation starts it until it is recorded
         # (and until every concurrent cancel_run of it ended: admission counts them).

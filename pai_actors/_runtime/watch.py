@@ -257,7 +257,10 @@ class WatchHub:
     async def wait_quiet(self, thread_id: str) -> None:
         """Return once no commit showing writes of ``thread_id`` is in flight."""
         while thread_id in self._in_flight:
-            await self._quiet.setdefault(thread_id, trio.Event()).wait()
+            quiet = self._quiet.get(thread_id)
+            if quiet is None:
+                quiet = self._quiet[thread_id] = trio.Event()
+            await quiet.wait()
 
     def add(
         self, thread_id: str, capacity: int, *, deltas: bool = False

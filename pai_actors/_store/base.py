@@ -136,7 +136,7 @@ class Transaction:
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self._writes: list[Write] = []
+        self._writes: list[Write] | tuple[Write, ...] = []
         self._done = False
 
     @property
@@ -149,7 +149,7 @@ class Transaction:
             raise StoreError(
                 "this transaction has already ended; open a new one with store.transaction()"
             )
-        self._writes.append(write)
+        self._writes.append(write)  # type: ignore[union-attr]  # (a list until it ended)
 
     def create_thread(self, thread: ThreadRecord) -> ThreadRecord:
         self._stage(CreateThread(thread))
@@ -205,7 +205,9 @@ class Transaction:
     def _end(self) -> tuple[Write, ...]:
         """End the transaction (nothing can be staged on it any more); its writes."""
         self._done = True
-        return tuple(self._writes)
+        # (kept as the tuple: the list is garbage while the commit is written)
+        writes = self._writes = tuple(self._writes)
+        return writes
 
 
 class ClosingStore:

@@ -503,6 +503,9 @@ def test_updated_makes_what_model_copy_makes_and_leaves_the_model_as_it_was() ->
         for name, value in update.items():
             assert getattr(made, name) == value
         assert model.model_fields_set <= made.model_fields_set
+    # Revisions adding the same fields share one set (a frozen model never changes it).
+    assert updated(run, revision=1).model_fields_set is updated(run, revision=2).model_fields_set
+    assert updated(run, revision=1).model_fields_set == run.model_fields_set | {"revision"}
     assert (run.revision, run.status, run.model_fields_set) == (
         0,
         "running",
