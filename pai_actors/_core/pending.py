@@ -7,6 +7,7 @@ from typing import Protocol
 
 from .actions import ActionResult, PendingActionOrigin, PendingActionRef, SubAgentOrigin
 from .json import JsonValue
+from .schema import Schema
 
 
 class ActionResolver(Protocol):
@@ -46,7 +47,7 @@ class PendingActionView:
         runtime: ActionResolver,
         ref: PendingActionRef,
         input: JsonValue,
-        resume_schema: dict[str, JsonValue] | None = None,
+        resume_schema: dict[str, JsonValue] | Schema | None = None,
         expires_at: datetime | None = None,
         origin_chain: tuple[SubAgentOrigin, ...] = (),
     ) -> None:
@@ -55,9 +56,21 @@ class PendingActionView:
         self.name = ref.name
         self.input = input
         self.origin: PendingActionOrigin = ref.origin
-        self.resume_schema = resume_schema
+        # (a ``Schema``: its JSON Schema copied when first read, not for every view made)
+        self._resume_schema = resume_schema
         self.expires_at = expires_at
         self.origin_chain = origin_chain
+
+    @property
+    def resume_schema(self) -> dict[str, JsonValue] | None:
+        schema = self._resume_schema
+        if isinstance(schema, Schema):
+            schema = self._resume_schema = schema.json_schema
+        return schema
+
+    @resume_schema.setter
+    def resume_schema(self, schema: dict[str, JsonValue] | None) -> None:
+        self._resume_schema = schema
 
     def __repr__(self) -> str:
         return f"PendingActionView(name={self.name!r}, action_id={self.ref.action_id!r})"

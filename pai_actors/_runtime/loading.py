@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from .._core.actions import PendingActionRef
 from .._core.calls import APPROVAL_RESPONSE
 from .._core.errors import MigrationRequired, PaiError
-from .._core.json import JsonValue
 from .._core.parts import Message, ToolPart
 from .._core.pending import ActionResolver, PendingActionView
 from .._core.records import StoredCall
+from .._core.schema import Schema
 from .._tools.registration import ToolRegistration
 
 if TYPE_CHECKING:
@@ -177,17 +177,16 @@ def pending_action_of_part(
     return PendingActionView(rt, ref, shown, resume_schema_of(agent, ref), part.expires_at)
 
 
-def resume_schema_of(
-    agent: AgentDefinition | None, ref: PendingActionRef
-) -> dict[str, JsonValue] | None:
-    """The JSON Schema a submission to ``ref`` is validated by (``None``: any JSON)."""
+def resume_schema_of(agent: AgentDefinition | None, ref: PendingActionRef) -> Schema | None:
+    """The schema a submission to ``ref`` is validated by (``None``: any JSON); a view
+    copies its JSON Schema when it is read."""
     if ref.action_id == f"{ref.tool_call_id}.approval":
-        return APPROVAL_RESPONSE.json_schema
+        return APPROVAL_RESPONSE
     registration = None if agent is None else agent.tools.get(ref.tool_name)
     if registration is None:  # a request-time client tool: any JSON output
         return None
     schemas = registration.tool._schemas
     if ref.suspend_name is not None:
         suspend = schemas.suspend.get(ref.suspend_name)
-        return None if suspend is None else suspend[1].json_schema
-    return None if schemas.output is None else schemas.output.json_schema
+        return None if suspend is None else suspend[1]
+    return schemas.output

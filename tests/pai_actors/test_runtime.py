@@ -253,6 +253,29 @@ async def test_an_action_resolves_once(autojump_clock: trio.testing.MockClock) -
     assert part.state == "output-available"
 
 
+async def test_each_view_gives_the_resume_schema_as_a_copy_of_its_own(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    agent = define_agent(name="a", tools={"requestApproval": approval_tool()})
+    model = ScriptedModel([[tool_call("requestApproval", {"summary": "s"})], text("ok")])
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=model) as rt:
+            thread_id = await rt.create_thread("s")
+            await rt.send(thread_id, "go")
+            await rt.wait_idle(thread_id)
+            [first] = await rt.pending_actions(thread_id)
+            [second] = await rt.pending_actions(thread_id)
+            schema = first.resume_schema
+            assert schema == Decision.model_json_schema() == second.resume_schema
+            assert first.resume_schema is schema  # (read twice: the same copy)
+            schema["required"] = []  # a reader's change stays in its view
+            assert second.resume_schema == Decision.model_json_schema()
+            [third] = await rt.pending_actions(thread_id)
+            assert third.resume_schema == Decision.model_json_schema()
+            rejected = await third.submit({})
+            assert rejected.status == "rejected"
+
+
 async def test_cancel_and_fail_actions_resolve_the_call(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
