@@ -44,7 +44,7 @@ class RunActorPhase(enum.Enum):
         return f"{type(self).__name__}.{self.name}"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class LiveRun:
     """A run whose actor is alive: the runtime's in-memory handle on it.
 
