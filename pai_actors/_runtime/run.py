@@ -203,8 +203,8 @@ async def _step(
 ) -> str | None:
     """One model step: its request, its response stored, its calls spawned. Returns the
     message id whose calls to wait on, ``None`` once the run completed, or ``""`` when it
-    must step again. (A function of its own so that the request, the history and the
-    prepared tools are garbage once the step is stored, not kept while the run waits.)"""
+    must step again. (A function of its own so that what the step was asked with is garbage
+    once it is stored, not kept while the run waits.)"""
     agent = live.agent
     thread_id = live.thread_id
     live.phase = RunActorPhase.STEPPING
@@ -231,8 +231,13 @@ async def _step(
     # after any other message (the run's prompt, a notification) it begins a new one.
     turn = messages[-1] if messages and messages[-1].role == "assistant" else None
     message_id = services.new_id("msg", thread_id) if turn is None else turn.id
-    with model_step(trace, live.model, request) as step:
-        stored = await read_step(services, live, request, turn, message_id, prepared.client_tools)
+    span = model_step(trace, live.model, request)
+    reading = read_step(services, live, request, turn, message_id, prepared.client_tools)
+    # (the request is read_step's now: it drops it once the model answered, so neither it,
+    # nor the history and the tools' schemas in it, is kept while the step is written)
+    del request, history, prepared
+    with span as step:
+        stored = await reading
     live.phase = RunActorPhase.LOOKING
     services.message_index[message_id] = (live.thread_id, live.run_id)
     if not stored and live.run.status == "completed":  # stored with its final answer

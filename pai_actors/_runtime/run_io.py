@@ -278,6 +278,9 @@ async def read_step(
     started: list[tuple[CallRecord, Any]] = []
     for record, raw_input in zip(records, inputs, strict=True):
         started.append(await _complete(services, live, request, client_tools, record, raw_input))
+    # The caller handed the request over (see ``run._step``): from here it is garbage, not
+    # kept, with its history and the tools' schemas, while the step is written.
+    del request
     _end_streaming(live)
     reasoning = [
         ReasoningPart(text=part.text, provider_metadata=part.provider_metadata)
