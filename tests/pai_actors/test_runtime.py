@@ -226,14 +226,25 @@ async def test_tool_without_execute_takes_its_output_from_a_client(
     assert [r.status for r in state.runs] == ["completed"]
 
 
-async def test_an_action_resolves_once(autojump_clock: trio.testing.MockClock) -> None:
+def one_approval() -> tuple[Any, ScriptedModel]:
+    """An agent whose model asks for one approval, then answers ``ok``."""
     agent = define_agent(name="a", tools={"requestApproval": approval_tool()})
-    model = ScriptedModel([[tool_call("requestApproval", {"summary": "s"})], text("ok")])
+    return agent, ScriptedModel([[tool_call("requestApproval", {"summary": "s"})], text("ok")])
+
+
+async def suspended(rt: Any) -> str:
+    """A new thread of ``rt``, sent a message and waited for: its call suspended."""
+    thread_id: str = await rt.create_thread("s")
+    await rt.send(thread_id, "go")
+    await rt.wait_idle(thread_id)
+    return thread_id
+
+
+async def test_an_action_resolves_once(autojump_clock: trio.testing.MockClock) -> None:
+    agent, model = one_approval()
     with trio.fail_after(10):
         async with create_test_runtime(agent, model=model) as rt:
-            thread_id = await rt.create_thread("s")
-            await rt.send(thread_id, "go")
-            await rt.wait_idle(thread_id)
+            thread_id = await suspended(rt)
             [action] = await rt.pending_actions(thread_id)
             results = []
 
@@ -256,13 +267,10 @@ async def test_an_action_resolves_once(autojump_clock: trio.testing.MockClock) -
 async def test_each_view_gives_the_resume_schema_as_a_copy_of_its_own(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    agent = define_agent(name="a", tools={"requestApproval": approval_tool()})
-    model = ScriptedModel([[tool_call("requestApproval", {"summary": "s"})], text("ok")])
+    agent, model = one_approval()
     with trio.fail_after(10):
         async with create_test_runtime(agent, model=model) as rt:
-            thread_id = await rt.create_thread("s")
-            await rt.send(thread_id, "go")
-            await rt.wait_idle(thread_id)
+            thread_id = await suspended(rt)
             [first] = await rt.pending_actions(thread_id)
             [second] = await rt.pending_actions(thread_id)
             schema = first.resume_schema
