@@ -91,7 +91,11 @@ def _shared_fields_set(cls: type[BaseModel], before: set[str], added: Iterable[s
 
 
 class WireModel(BaseModel):
-    """A frozen wire model: snake_case attributes, camelCase aliases, unknown fields refused."""
+    """A frozen wire model: snake_case attributes, camelCase aliases, unknown fields refused.
+
+    Frozen all the way to ``model_fields_set``: records may share that set (see
+    :meth:`trusted` and ``updated``), so treat it as read-only (``model_copy`` copies it).
+    """
 
     model_config = ConfigDict(
         frozen=True,

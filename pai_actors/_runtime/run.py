@@ -35,7 +35,7 @@ from .._core.call_record import ActionResolved, CallRecord
 from .._core.calls import cancel_call, unstart_entry
 from .._core.errors import AgentRunError, StoreConflict, ThreadOwnedElsewhere
 from .._core.model import ModelRequest
-from .._core.parts import Message, message_steps
+from .._core.parts import message_steps
 from .._core.records import StoredCall
 from .._core.state import RunStatus
 from .._core.trigger import is_notification
@@ -231,12 +231,16 @@ async def _step(
     # after any other message (the run's prompt, a notification) it begins a new one.
     turn = messages[-1] if messages and messages[-1].role == "assistant" else None
     message_id = services.new_id("msg", thread_id) if turn is None else turn.id
-    span = model_step(trace, live.model, request)
-    reading = read_step(services, live, request, turn, message_id, prepared.client_tools)
-    # (the request is read_step's now: it drops it once the model answered, so neither it,
-    # nor the history and the tools' schemas in it, is kept while the step is written)
-    del request, history, prepared
-    with span as step:
+    # Messages are kept in order (a replaced one keeps its place): those the step's
+    # request did not have come after the first ``seen``.
+    seen = len(messages)
+    client_tools = prepared.client_tools
+    with model_step(trace, live.model, request) as step:
+        reading = read_step(services, live, request, turn, message_id, client_tools)
+        # (the request is read_step's now: it drops it once the model answered, so neither
+        # it, nor the history and the tools' schemas in it, is kept while the step is
+        # written)
+        del request, history, prepared, messages
         stored = await reading
     live.phase = RunActorPhase.LOOKING
     services.message_index[message_id] = (live.thread_id, live.run_id)
@@ -247,7 +251,8 @@ async def _step(
         # A notification (ctx.trigger) that arrived during this step was not in its
         # request: the run goes on to another step rather than leave it unanswered.
         if services.notified(thread_id):  # only then can there be one it did not see
-            if _new_notification(await services.store.list_messages(thread_id), messages):
+            latest = await services.store.list_messages(thread_id)
+            if any(is_notification(m) for m in latest[seen:]):
                 return ""
         await _set_status(services, live, "completed")
         return None
@@ -314,12 +319,6 @@ async def _wait_calls(
         services.notify(live.thread_id)
         del run_calls  # (garbage while the run waits for its next message: read again then)
         await mailbox.receive()
-
-
-def _new_notification(latest: list[Message], before: list[Message]) -> bool:
-    """Whether ``latest`` holds a notification that ``before`` did not."""
-    seen = {m.id for m in before}
-    return any(is_notification(m) and m.id not in seen for m in latest)
 
 
 def calls_of_run(calls: list[StoredCall], run_id: str) -> list[StoredCall]:
