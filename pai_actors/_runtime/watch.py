@@ -25,7 +25,7 @@ iteration stops (``StopAsyncIteration``) after the buffered updates.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
@@ -235,14 +235,14 @@ class WatchHub:
     def followed_threads(self) -> list[str]:
         return list(self._baselines)
 
-    def begin(self, thread_ids: frozenset[str]) -> None:
+    def begin(self, thread_ids: Iterable[str]) -> None:
         """A commit showing writes of ``thread_ids`` begins (its updates are not published)."""
         for thread_id in thread_ids:
             self._in_flight[thread_id] = self._in_flight.get(thread_id, 0) + 1
             for watcher in self._watchers.get(thread_id, ()):
                 watcher.dirty = True
 
-    def end(self, thread_ids: frozenset[str]) -> None:
+    def end(self, thread_ids: Iterable[str]) -> None:
         """That commit was published (or failed)."""
         for thread_id in thread_ids:
             left = self._in_flight[thread_id] - 1
@@ -399,6 +399,8 @@ class PublishingTransaction(Transaction):
     whose calls' deadlines (``CallRecord.expires_at``) are given to ``deadline`` then (the
     runtime's deadline timer)."""
 
+    __slots__ = ("_deadline", "_hub")
+
     def __init__(
         self, store: Store, hub: WatchHub, deadline: Callable[[datetime], None] | None = None
     ) -> None:
@@ -416,7 +418,7 @@ class PublishingTransaction(Transaction):
         before = self._hub.before_commit
         if exc_type is None and before is not None and (sent := before()) is not None:
             await sent
-        shown = threads_shown(writes) if exc_type is None else frozenset()
+        shown = threads_shown(writes) if exc_type is None else ()
         self._hub.begin(shown)
         try:
             # (the store's commit awaited here rather than through ``Transaction.__aexit__``:
@@ -440,7 +442,7 @@ class PublishingTransaction(Transaction):
         finally:
             self._hub.end(shown)
 
-    async def _catch_up_first(self, shown: frozenset[str]) -> None:
+    async def _catch_up_first(self, shown: Sequence[str]) -> None:
         """Where other processes log their changes of a thread this commit shows a change of
         (and that has watchers here): show those committed before it first, so that its
         watchers see every change in the order committed. Shielded: the commit is written

@@ -134,6 +134,10 @@ class Transaction:
     Concurrency: a transaction belongs to the task that opened it.
     """
 
+    # (slots: a transaction lives as long as its commit is written, one per commit; a dict
+    # would be one more object for the garbage collector to scan, thousands at once)
+    __slots__ = ("_done", "_store", "_writes")
+
     def __init__(self, store: Store) -> None:
         self._store = store
         self._writes: list[Write] | tuple[Write, ...] = []

@@ -42,13 +42,17 @@ def updates_of(writes: Sequence[Write]) -> list[ThreadUpdate]:
     return updates
 
 
-def threads_shown(writes: Sequence[Write]) -> frozenset[str]:
-    """The threads whose watchers see some of ``writes`` once they are committed."""
-    return frozenset(
-        write.run.thread_id if isinstance(write, PutRun) else write.thread_id
-        for write in writes
-        # (a tuple: ``A | B`` here would make a union object for every write)
-        if isinstance(write, (AppendMessage, ReplaceMessage, PutToolPart, PutRun))
+def threads_shown(writes: Sequence[Write]) -> tuple[str, ...]:
+    """The threads whose watchers see some of ``writes`` once they are committed, each once.
+    (A tuple of strings, which the garbage collector stops tracking at its first look; a
+    frozenset it would scan for as long as the commit is written.)"""
+    return tuple(
+        dict.fromkeys(
+            write.run.thread_id if isinstance(write, PutRun) else write.thread_id
+            for write in writes
+            # (a tuple: ``A | B`` here would make a union object for every write)
+            if isinstance(write, (AppendMessage, ReplaceMessage, PutToolPart, PutRun))
+        )
     )
 
 
