@@ -177,10 +177,9 @@ class Transaction:
     def put_call(self, call: StoredCall, *, record: CallRecord | None = None) -> StoredCall:
         """Stage ``call`` (with its record replaced by ``record``, when given: one copy for
         what would be two); returns it as it will be stored (``revision + 1``)."""
-        if record is None:
-            stored = updated(call, revision=call.revision + 1)
-        else:
-            stored = updated(call, revision=call.revision + 1, record=record)
+        stored = updated(
+            call, revision=call.revision + 1, record=call.record if record is None else record
+        )
         self._stage(PutCall(call, stored))
         return stored
 
