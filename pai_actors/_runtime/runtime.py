@@ -621,14 +621,21 @@ class AgentRuntime:
         """Whether a notification for the thread is waiting to be answered (``trigger``)."""
         return self._admission.notified(thread_id)
 
-    async def _thread(self, thread_id: str) -> ThreadRecord:
+    async def _thread(self, thread_id: str, *, schedule: bool = True) -> ThreadRecord:
         """The stored thread, once its agent is known to be registered here (remembered for
-        :meth:`agent_of`). Thread records never change, so recent ones are kept in memory."""
+        :meth:`agent_of`). Thread records never change, so recent ones are kept in memory.
+
+        A checkpoint either way, like a store read; ``schedule=False``: a cancel point only
+        when the record is in memory, for a caller that reaches a schedule point later in
+        the same operation (a commit, a wait). Each one costs every coroutine of the
+        caller's stack a suspension and a resumption."""
         thread = self._thread_records.get(thread_id)
         if thread is None:
             thread = await self._store.get_thread(thread_id)
+        elif schedule:
+            await trio.lowlevel.checkpoint()
         else:
-            await trio.lowlevel.checkpoint()  # a checkpoint either way, like a store read
+            await trio.lowlevel.checkpoint_if_cancelled()
         if thread is None:
             raise ThreadNotFound(f"no thread {thread_id!r}; create it with create_thread()")
         agent_id = self._default_agent_id if thread.agent_id is None else thread.agent_id
@@ -736,7 +743,12 @@ class AgentRuntime:
         self._reconciled[thread_id] = False
 
     async def _load(
-        self, thread_id: str, *, full: bool = False, by_starter: bool = False
+        self,
+        thread_id: str,
+        *,
+        full: bool = False,
+        by_starter: bool = False,
+        schedule: bool = True,
     ) -> ThreadRecord:
         """The thread, once its calls are checked (:class:`MigrationRequired`) and indexed,
         and whatever a stopped process or a closed runtime left of it is settled.
@@ -746,10 +758,11 @@ class AgentRuntime:
         its messages for ``get_pending_action``) or the thread left the bounded index.
         ``by_starter``: the send or continuation holding the thread loads it (before its
         commit, so an active run it finds is not its own, and is recovered if orphaned).
+        ``schedule=False``: see :meth:`_thread`.
         """
         if not full and self._loaded.get(thread_id):
-            return await self._thread(thread_id)
-        thread = await self._thread(thread_id)
+            return await self._thread(thread_id, schedule=schedule)
+        thread = await self._thread(thread_id, schedule=schedule)
         calls = await self._store.list_calls(thread_id)
         check_migration(thread_id, calls, self.agent_of(thread).tools)
         index_calls(self._message_index, calls)
@@ -963,7 +976,8 @@ class AgentRuntime:
             raise self._busy(thread_id, None)
         self._handle(SendBegan(thread_id))
         try:
-            thread = await self._load(thread_id, by_starter=True)
+            # (its schedule point is the commit's)
+            thread = await self._load(thread_id, by_starter=True, schedule=False)
             if thread.parent is not None:
                 raise PaiError(
                     f"thread {thread_id!r} holds a sub-agent run of the tool call "
@@ -1038,15 +1052,23 @@ class AgentRuntime:
         """
         if not self._deadlines.swept.is_set():  # (no extra checkpoint once it is)
             await self._deadlines.swept.wait()
-        await self._load(thread_id)
+        await self._load(thread_id, schedule=False)
         # Without sub-agent runs in this runtime, or another node's changes to follow, it
         # is the thread's own idleness: waited for here, two coroutines fewer alive while
         # it waits than through ``_idle_tree``. Either can start meanwhile, so it is looked
-        # at again after every wait.
+        # at again after every wait. Its schedule point: the first wait, or (a thread found
+        # idle) one before it is looked at again, as the load's would have been.
+        scheduled = False
         while not (self._sub_runs or self._following):
-            if self._idle(thread_id):
+            if not self._idle(thread_id):
+                await _wait_for(self._idle_waits, thread_id)
+            elif scheduled:
                 return
-            await _wait_for(self._idle_waits, thread_id)
+            else:
+                await trio.lowlevel.cancel_shielded_checkpoint()
+            scheduled = True
+        if not scheduled:
+            await trio.lowlevel.cancel_shielded_checkpoint()
         while not await self._idle_tree(thread_id):
             pass
 
@@ -1691,7 +1713,8 @@ class AgentRuntime:
         actor of a run that is not alive, if its stored run is still active."""
         start: _Start | None = None
         try:
-            thread = await self._thread(thread_id)
+            # (a task of its own, that starts the run and ends: no schedule point needed)
+            thread = await self._thread(thread_id, schedule=False)
             # Read the run last and start it with no await in between: the actor starts
             # from the latest revision (a cancellation meanwhile is seen), or not at all.
             run = await self._store.get_run(run_id)

@@ -264,6 +264,51 @@ async def test_an_action_resolves_once(autojump_clock: trio.testing.MockClock) -
     assert part.state == "output-available"
 
 
+async def test_each_step_of_an_approval_is_a_checkpoint(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Every call a client makes is a checkpoint (a cancel point and a schedule point), with
+    the thread's record in memory too: whether it waits, commits, or finds nothing to do."""
+    agent, model = one_approval()
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=model) as rt:
+            thread_id = await rt.create_thread("s")
+            with trio.testing.assert_checkpoints():
+                await rt.send(thread_id, "go")
+            with trio.testing.assert_checkpoints():
+                await rt.wait_idle(thread_id)  # waits for the suspension
+            with trio.testing.assert_checkpoints():
+                await rt.wait_idle(thread_id)  # idle already
+            with trio.testing.assert_checkpoints():
+                [action] = await rt.pending_actions(thread_id)
+            unknown = action.ref.model_copy(update={"tool_call_id": "no-such-call"})
+            with trio.testing.assert_checkpoints():
+                assert (await rt.submit_action(unknown, {"approved": True})).status == "rejected"
+            with trio.testing.assert_checkpoints():
+                assert (await action.submit({"approved": True})).status == "accepted"
+            with trio.testing.assert_checkpoints():
+                await rt.wait_idle(thread_id)
+            with trio.testing.assert_checkpoints():
+                assert (await action.submit({"approved": True})).status == "rejected"
+            assert [r.status for r in (await rt.get_state(thread_id)).runs] == ["completed"]
+
+
+async def test_a_cancelled_wait_for_an_idle_thread_raises(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """``wait_idle`` on an idle thread, inside a cancelled scope, is cancelled, as any
+    checkpoint is, rather than returning."""
+    agent, model = one_approval()
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=model) as rt:
+            thread_id = await suspended(rt)
+            with trio.CancelScope() as scope:
+                scope.cancel()
+                await rt.wait_idle(thread_id)
+                raise AssertionError("wait_idle returned in a cancelled scope")
+            assert scope.cancelled_caught
+
+
 async def test_each_view_gives_the_resume_schema_as_a_copy_of_its_own(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
