@@ -55,9 +55,14 @@ watched it suspend), so a few hundred recent ones cover those without holding ev
 one (a suspended call costs its stored row, not memory)."""
 
 
-FRESH_THREADS = 4096
+FRESH_THREADS = 16_384
 """How many threads with no message and no run yet a store keeps in memory besides the others
-(newest first; the oldest out): such a thread holds its record alone, about a kilobyte."""
+(newest first; the oldest out): such a thread holds its record alone, about a kilobyte, and
+only until its first message or run. Enough for a burst of ten thousand new conversations
+at once (the W2 workload): past this bound, each thread the burst created first is pushed
+out before its first message and read back whole when it comes (and, on PostgreSQL, its
+sender waits for a pooled connection to read it). At most 16 MiB, for threads nobody sends
+to."""
 
 
 class MirroredThread:
