@@ -625,10 +625,12 @@ class AgentRuntime:
         """The stored thread, once its agent is known to be registered here (remembered for
         :meth:`agent_of`). Thread records never change, so recent ones are kept in memory.
 
-        A checkpoint either way, like a store read; ``schedule=False``: a cancel point only
-        when the record is in memory, for a caller that reaches a schedule point later in
-        the same operation (a commit, a wait). Each one costs every coroutine of the
-        caller's stack a suspension and a resumption."""
+        A checkpoint when the record is in memory (``trio.lowlevel.checkpoint()``), as the
+        store's read is otherwise (at least a cancel point: a store's mirror answers
+        without giving the scheduler a turn). ``schedule=False``: a cancel point only, from
+        memory, for a caller that reaches a schedule point later in the same operation (a
+        commit, a wait); a schedule point costs every coroutine of the caller's stack a
+        suspension and a resumption."""
         thread = self._thread_records.get(thread_id)
         if thread is None:
             thread = await self._store.get_thread(thread_id)

@@ -253,7 +253,9 @@ class Store(Protocol):
 
     async def commit(self, writes: Sequence[Write]) -> None:
         """Apply ``writes`` atomically, in order; :class:`~pai_actors.StoreConflict` (and
-        nothing written) if any of them conflicts."""
+        nothing written) if any of them conflicts. A trio checkpoint (a cancel point and a
+        schedule point), as any I/O is: a client call whose last step is a commit, such as
+        ``send``, has no other."""
         ...
 
     # Threads and messages.

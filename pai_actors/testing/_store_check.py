@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, TypeAlias
 
 import trio
+import trio.testing
 
 from .._core.call_record import Approval, CallRecord, Cancellation, DataItem, Episode
 from .._core.errors import StoreConflict, StoreError
@@ -144,7 +145,14 @@ async def _setup(store: Store, *threads: ThreadRecord) -> None:
 
 async def _check_threads(store: Store) -> None:
     a1, a2, b1 = _thread("t1"), _thread("t2", minutes=1), _thread("t3", "scope-b")
-    await _setup(store, a1, a2, b1)
+    try:
+        with trio.testing.assert_checkpoints():
+            await _setup(store, a1, a2, b1)
+    except AssertionError as exc:
+        raise AssertionError(
+            "commit returned without a checkpoint (a cancel point and a schedule point): "
+            "await trio.lowlevel.checkpoint() in it if its I/O does not yield"
+        ) from exc
     got = await store.get_thread("t1")
     assert got == a1, f"get_thread returned {got!r}, expected {a1!r}"
     assert await store.get_thread("nope") is None, "get_thread of an unknown id is not None"

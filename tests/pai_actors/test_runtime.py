@@ -264,14 +264,16 @@ async def test_an_action_resolves_once(autojump_clock: trio.testing.MockClock) -
     assert part.state == "output-available"
 
 
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
 async def test_each_step_of_an_approval_is_a_checkpoint(
-    autojump_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock, store: Any
 ) -> None:
     """Every call a client makes is a checkpoint (a cancel point and a schedule point), with
-    the thread's record in memory too: whether it waits, commits, or finds nothing to do."""
+    the thread's record in memory too: whether it waits, commits, or finds nothing to do
+    (on SQLite too, whose reads from memory are cancel points only)."""
     agent, model = one_approval()
     with trio.fail_after(10):
-        async with create_test_runtime(agent, model=model) as rt:
+        async with create_test_runtime(agent, model=model, store=store) as rt:
             thread_id = await rt.create_thread("s")
             with trio.testing.assert_checkpoints():
                 await rt.send(thread_id, "go")

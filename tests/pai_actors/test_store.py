@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import pytest
@@ -19,6 +20,8 @@ from pai_actors import (
     TextPart,
     ThreadRecord,
 )
+from pai_actors._store.base import Write
+from pai_actors._store.memory import _apply
 from pai_actors.testing import check_store, memory_stores
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
@@ -64,6 +67,19 @@ async def test_check_store_catches_a_store_that_leaks_scopes() -> None:
         return Leaky()
 
     with pytest.raises(AssertionError, match="_check_threads"):
+        await check_store(open_store, reopens=False)
+
+
+async def test_check_store_catches_a_commit_that_never_yields() -> None:
+    class Eager(MemoryStore):
+        async def commit(self, writes: Sequence[Write]) -> None:
+            backing = self.backing  # applied at once, the scheduler never given a turn
+            backing.tables = _apply(backing.tables, writes, backing.sequence)
+
+    async def open_store(name: str) -> Store:
+        return Eager()
+
+    with pytest.raises(AssertionError, match="commit returned without a checkpoint"):
         await check_store(open_store, reopens=False)
 
 
