@@ -106,7 +106,7 @@ from .postgres_updates import (
 )
 from .postgres_writes import apply_writes
 from .sqlite import _messages
-from .sqlite_mirror import MIRRORED_THREADS, Mirror, MirroredThread
+from .sqlite_mirror import Mirror, MirroredThread
 from .sqlite_writes import instant_us
 
 R = TypeVar("R", bound=pydantic.BaseModel)
@@ -127,13 +127,17 @@ writes it all. A node's groups take every commit waiting, one group at a time, a
 nodes sharing a machine's cores had nothing idle for the split to use and lost by it (see
 ``docs/design.md``)."""
 
-NODE_MIRRORED_THREADS = 1024
-"""How many threads without a ``running`` run a node (a :class:`PostgresStore` with a
-``node_id``) keeps in memory besides those with one; a store without one keeps 256, as
-SQLite does (``_store.sqlite_mirror``). A node gives a thread up whenever its run waits
-and keeps it to answer its client's next reads (:meth:`PostgresStore._released`), which
-wait for a check of its lease: so more of its conversations wait at once, and each pushed
-out is read back whole. Each costs its records in memory; a suspended one beyond these
+MIRRORED_IDLE_THREADS = 1024
+"""How many threads without a ``running`` run a :class:`PostgresStore` keeps in memory besides
+those with one (SQLite's store keeps 256, ``_store.sqlite_mirror``): as many as the runtime
+remembers as loaded (``_runtime.loading.INDEX_CAPACITY``). The runtime reads such a thread's
+pending actions, runs and calls from the store without loading it again; each pushed out of
+the mirror before is read whole from the server, a round trip of four statements (a burst of
+clients answering their suspended conversations, in the W2 benchmark, read back three in
+four of the threads between 256 and 1,024). A node (with a ``node_id``) needs them too: it
+gives a thread up whenever its run waits and keeps it to answer its client's next reads
+(:meth:`PostgresStore._released`), which wait for a check of its lease, so more of its
+conversations wait at once. Each costs its records in memory; a suspended one beyond these
 costs its rows only."""
 
 
@@ -221,8 +225,7 @@ class PostgresStore(ClosingStore):
         self._group_limit = GROUP_LIMIT if owners is None else math.inf
         self._flights: list[_Flight] = []  # the groups in flight, oldest first
         self._batch: list[Commit] | None = None  # the group commit being gathered
-        limit = MIRRORED_THREADS if owners is None else NODE_MIRRORED_THREADS
-        self._mirror = Mirror(limit) if mirror else None
+        self._mirror = Mirror(MIRRORED_IDLE_THREADS) if mirror else None
         self._owners = owners
         if owners is not None and self._mirror is not None:
             # Only the owner caches a thread; one it gave up stays as it left it, answering
@@ -887,6 +890,11 @@ class PostgresStore(ClosingStore):
         # A thread's record never changes: the mirror answers for it even while a group
         # that writes the thread is in flight, or once another node owns it.
         mirrored = None if self._mirror is None else self._mirror.thread(thread_id)
+        if mirrored is not None:
+            return mirrored.record
+        # Not in memory: read whole into the mirror, in one round trip, as the runtime
+        # reads the rest of a thread right after its record.
+        mirrored = await self._mirrored(thread_id)
         if mirrored is not None:
             return mirrored.record
         rows = await self._fetch(_THREAD, thread_id)

@@ -147,3 +147,38 @@ def payer_model() -> ScriptedModel:
         return text("done") if answered else [tool_call("pay", {})]
 
     return ScriptedModel([step], repeat_last=True)
+
+
+class Statements:
+    """The statements a store sends on its read pool, recorded, and its round trips (a
+    read of several statements is one)."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self.sent: list[str] = []
+        self.round_trips = 0
+        pool = store._pool
+        fetch, fetch_many = pool.fetch, pool.fetch_many
+
+        async def recorded_fetch(sql: str, *params: Any) -> Any:
+            self.round_trips += 1
+            self.sent.append(sql)
+            return await fetch(sql, *params)
+
+        async def recorded_fetch_many(statements: Any) -> Any:
+            self.round_trips += 1
+            self.sent.extend(sql for sql, _ in statements)
+            return await fetch_many(statements)
+
+        pool.fetch = recorded_fetch  # type: ignore[method-assign]
+        pool.fetch_many = recorded_fetch_many  # type: ignore[method-assign]
+
+    def reads_of_records(self) -> list[str]:
+        """What was read of threads, messages, runs and calls (not of leases)."""
+        return [sql for sql in self.sent if "pai_thread_owners" not in sql]
+
+    def checks(self) -> list[str]:
+        return [sql for sql in self.sent if "pai_thread_owners" in sql]
+
+    def clear(self) -> None:
+        self.sent.clear()
+        self.round_trips = 0

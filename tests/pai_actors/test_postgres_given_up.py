@@ -20,7 +20,7 @@ from pai_actors import (
 )
 from pai_actors.testing import create_test_runtime
 
-from .postgres_support import append, connect, new_database, payer, payer_model, thread
+from .postgres_support import Statements, append, connect, new_database, payer, payer_model, thread
 
 
 @pytest.fixture
@@ -55,36 +55,6 @@ def lease(url: str, thread_id: str) -> tuple[str, int, bool]:
         ).fetchone()
     assert row is not None
     return (row[0], row[1], row[2])
-
-
-class Statements:
-    """The statements a store sends on its read pool, recorded."""
-
-    def __init__(self, store: PostgresStore) -> None:
-        self.sent: list[str] = []
-        pool = store._pool
-        fetch, fetch_many = pool.fetch, pool.fetch_many
-
-        async def recorded_fetch(sql: str, *params: Any) -> Any:
-            self.sent.append(sql)
-            return await fetch(sql, *params)
-
-        async def recorded_fetch_many(statements: Any) -> Any:
-            self.sent.extend(sql for sql, _ in statements)
-            return await fetch_many(statements)
-
-        pool.fetch = recorded_fetch  # type: ignore[method-assign]
-        pool.fetch_many = recorded_fetch_many  # type: ignore[method-assign]
-
-    def reads_of_records(self) -> list[str]:
-        """What was read of threads, messages, runs and calls (not of leases)."""
-        return [sql for sql in self.sent if "pai_thread_owners" not in sql]
-
-    def checks(self) -> list[str]:
-        return [sql for sql in self.sent if "pai_thread_owners" in sql]
-
-    def clear(self) -> None:
-        self.sent.clear()
 
 
 async def test_a_thread_given_up_is_answered_from_memory_until_another_node_writes_it(

@@ -1,0 +1,77 @@
+"""What a :class:`PostgresStore` reads of a thread it does not hold in memory: the first read
+takes the thread whole into its mirror in one round trip, and the mirror keeps as many idle
+threads as the runtime remembers as loaded, so the runtime's next reads of them (pending
+actions, calls, runs) are answered from memory.
+
+Each test gets a database of its own (``postgres_support``), with the real clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import trio
+
+from pai_actors import PostgresStore
+from pai_actors._runtime.loading import INDEX_CAPACITY
+from pai_actors.testing import create_test_runtime
+
+from .postgres_support import Statements, append, new_database, payer, payer_model, thread
+
+
+@pytest.fixture
+def database() -> Iterator[str]:
+    with new_database() as url:
+        yield url
+
+
+async def test_a_threads_first_read_takes_it_whole_in_one_round_trip(database: str) -> None:
+    with trio.fail_after(30):
+        with PostgresStore(database) as writer:
+            async with writer.transaction() as tx:
+                tx.create_thread(thread("t1"))
+            await append(writer, "t1", "m1")
+        with PostgresStore(database) as store:  # (a new store: nothing in memory)
+            seen = Statements(store)
+            record = await store.get_thread("t1")
+            assert record is not None
+            assert record.thread_id == "t1"
+            assert seen.round_trips == 1
+            assert len(seen.sent) == 4  # the record, messages (with parts), runs, calls
+            assert [m.id for m in await store.list_messages("t1")] == ["m1"]
+            assert await store.list_runs("t1") == []
+            assert await store.list_calls("t1") == []
+            assert await store.list_pending_actions("t1") == []
+            assert seen.round_trips == 1  # the rest from memory
+
+
+async def test_a_missing_thread_reads_as_none(database: str) -> None:
+    with trio.fail_after(30), PostgresStore(database) as store:
+        assert await store.get_thread("nobody") is None
+        assert await store.list_messages("nobody") == []
+
+
+async def test_the_threads_the_runtime_remembers_as_loaded_are_answered_from_memory(
+    database: str,
+) -> None:
+    """A runtime that loaded a thread reads its pending actions from the store without
+    loading it again: the store keeps that many threads (``INDEX_CAPACITY``), waiting ones
+    too, so none of those reads goes to the server."""
+    count = INDEX_CAPACITY
+    with trio.fail_after(120):
+        with PostgresStore(database) as writer:
+            async with writer.transaction() as tx:
+                for i in range(count):
+                    tx.create_thread(thread(f"t{i}"))
+            for i in range(count):
+                await append(writer, f"t{i}", "m1")
+        with PostgresStore(database) as store:
+            async with create_test_runtime(payer(), model=payer_model(), store=store) as rt:
+                for i in range(count):
+                    assert await rt.pending_actions(f"t{i}") == []
+                seen = Statements(store)
+                for i in range(count):
+                    assert await rt.pending_actions(f"t{i}") == []
+                    assert (await rt.get_thread(f"t{i}")).thread_id == f"t{i}"
+                assert seen.sent == []
