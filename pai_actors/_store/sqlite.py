@@ -353,8 +353,11 @@ class SqliteStore(ClosingStore):
         )
 
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
-        rows = await self._rows("SELECT json FROM threads WHERE thread_id = ?", thread_id)
-        return _load(ThreadRecord, rows[0][0]) if rows else None
+        # Read whole into the mirror if it is not there: the runtime reads the rest of a
+        # thread right after its record. (A checkpoint, as the query it replaced was.)
+        thread = await self._thread(thread_id)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return None if thread is None else thread.record
 
     async def list_threads(self, scope_key: str) -> list[ThreadRecord]:
         rows = await self._rows(

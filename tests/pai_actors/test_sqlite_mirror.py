@@ -235,3 +235,25 @@ async def test_new_threads_wait_for_their_first_message_apart_from_the_idle_ones
         assert "n0" not in store._mirror.threads  # the oldest new one went
         assert f"n{FRESH_THREADS}" in store._mirror.threads
         assert await store.list_messages("n0") == []  # read from the file
+
+
+async def test_a_threads_first_read_takes_it_whole_into_the_mirror(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+    with SqliteStore(path) as writer:
+        async with writer.transaction() as tx:
+            tx.create_thread(thread("t1"))
+            tx.append_message("t1", user("m1"))
+            tx.put_run(run("r1", "t1"))
+    with SqliteStore(path) as store:  # (a new store: nothing mirrored)
+        statements: list[str] = []
+        db = store._db
+        assert db is not None
+        db.set_trace_callback(statements.append)
+        record = await store.get_thread("t1")
+        assert record is not None
+        assert record.thread_id == "t1"
+        read = len(statements)
+        assert [m.id for m in (await everything(store, "t1"))[0]] == ["m1"]
+        assert (await store.get_thread("t1")) == record
+        assert [s for s in statements[read:] if s.startswith("SELECT")] == []
+        assert await store.get_thread("nobody") is None
