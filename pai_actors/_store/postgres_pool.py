@@ -6,8 +6,7 @@ holds where a statement's connection comes from and what happens when one dies.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 import trio
@@ -45,7 +44,7 @@ class Connections:
         self.connect_timeout = connect_timeout
         self._conninfo = conninfo  # may hold the password: never shown
         self._idle: list[Connection] = []  # the pool's connections not in use
-        self._readers = trio.Semaphore(max_size)  # a token per connection in use
+        self._readers = _Tokens(max_size)  # a token per connection in use
         self._closed = False
         self.pipelining = pipelining()
 
@@ -98,7 +97,9 @@ class Connections:
     async def _retried(self, read: Callable[[Connection], Awaitable[T]]) -> T:
         """``read`` on a connection of the pool, once more on a new one if it died idle."""
         for retry in (True, False):
-            async with self._connection() as db:
+            await self._readers.acquire()
+            try:
+                db = self._idle.pop() if self._idle else await self.connect()
                 try:
                     return await read(db)
                 except ConnectionFailed as exc:
@@ -109,22 +110,16 @@ class Connections:
                         connection.close()
                 except ServerError as exc:
                     raise self._unreadable(exc) from exc
-        raise AssertionError("unreachable: the second attempt returns or raises")
-
-    @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[Connection]:
-        """A connection of the pool, for one task until the block ends."""
-        async with self._readers:
-            connection = self._idle.pop() if self._idle else await self.connect()
-            try:
-                yield connection
+                finally:
+                    if db.broken:
+                        pass  # a worker thread cancels its statement and closes it
+                    elif self._closed:
+                        db.close()
+                    else:
+                        self._idle.append(db)
             finally:
-                if connection.broken:
-                    pass  # a worker thread cancels its statement and closes it
-                elif self._closed:
-                    connection.close()
-                else:
-                    self._idle.append(connection)
+                self._readers.release()
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     def _cannot_connect(self, exc: Exception) -> StoreError:
         why = str(exc).strip() or f"no answer in {self.connect_timeout} s"
@@ -135,3 +130,33 @@ class Connections:
 
     def _unreadable(self, exc: Exception) -> StoreError:
         return StoreError(f"PostgreSQL could not read from {self.name!r}: {exc}")
+
+
+class _Tokens:
+    """A semaphore (``trio.Semaphore``'s ``acquire`` and ``release``, first come first
+    served) whose waiters wait with nothing else in hand: ``trio.Semaphore`` parks a waiter
+    inside its ``except WouldBlock``, so each read waiting for a connection kept that
+    exception and its traceback alive, objects the garbage collector scanned again and
+    again while thousands of reads waited (a burst of clients loading their threads)."""
+
+    __slots__ = ("_free", "_lot")
+
+    def __init__(self, count: int) -> None:
+        self._free = count
+        self._lot = trio.lowlevel.ParkingLot()
+
+    @trio.lowlevel.enable_ki_protection
+    async def acquire(self) -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if self._free:
+            self._free -= 1
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        else:
+            await self._lot.park()  # woken by release, with its token
+
+    @trio.lowlevel.enable_ki_protection
+    def release(self) -> None:
+        if self._lot:
+            self._lot.unpark()  # (the token goes to the first waiter)
+        else:
+            self._free += 1

@@ -8,10 +8,13 @@ Each test gets a database of its own (``postgres_support``), with the real clock
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from pai_actors import PostgresStore
 from pai_actors._runtime.loading import INDEX_CAPACITY
@@ -75,3 +78,55 @@ async def test_the_threads_the_runtime_remembers_as_loaded_are_answered_from_mem
                     assert await rt.pending_actions(f"t{i}") == []
                     assert (await rt.get_thread(f"t{i}")).thread_id == f"t{i}"
                 assert seen.sent == []
+
+
+async def test_reads_share_the_pools_connections_first_come_first_served(database: str) -> None:
+    """At most ``max_size`` reads hold a connection; the others wait, in the order they came,
+    with no exception in hand (trio's Semaphore keeps its ``WouldBlock`` alive meanwhile); a
+    waiting read that is cancelled gives its place up."""
+    with trio.fail_after(30), PostgresStore(database, max_size=2) as store:
+        pool = store._pool
+        held = trio.Event()
+        go_on = {1: trio.Event(), 2: trio.Event()}
+        holding: list[int] = []
+        served: list[int] = []
+        cancelled: list[int] = []
+        scopes: dict[int, trio.CancelScope] = {}
+
+        async def hold(k: int) -> None:
+            async def reader(db: Any) -> None:
+                holding.append(k)
+                if len(holding) == 2:
+                    held.set()
+                await go_on[k].wait()
+
+            await pool._retried(reader)
+
+        async def wait_in_line(k: int) -> None:
+            async def reader(db: Any) -> Any:
+                served.append(k)  # (in the order they got a connection)
+                return await db.fetch("SELECT 1")
+
+            with trio.CancelScope() as scopes[k]:
+                assert await pool._retried(reader) == [(1,)]
+            if scopes[k].cancelled_caught:
+                cancelled.append(k)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(hold, 1)
+            nursery.start_soon(hold, 2)
+            await held.wait()
+            for k in (3, 4, 5):
+                nursery.start_soon(wait_in_line, k)
+                await trio.testing.wait_all_tasks_blocked()
+            assert served == []
+            assert [o for o in gc.get_objects() if isinstance(o, trio.WouldBlock)] == []
+            scopes[4].cancel()  # 4 gives its place up
+            await trio.testing.wait_all_tasks_blocked()
+            assert cancelled == [4]
+            go_on[1].set()  # one connection free: the first in line takes it
+            await trio.testing.wait_all_tasks_blocked()
+            assert served == [3]
+            go_on[2].set()
+        assert sorted(holding) == [1, 2]
+        assert served == [3, 5]
