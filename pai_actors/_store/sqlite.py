@@ -354,9 +354,11 @@ class SqliteStore(ClosingStore):
 
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
         # Read whole into the mirror if it is not there: the runtime reads the rest of a
-        # thread right after its record. (A checkpoint, as the query it replaced was.)
-        thread = await self._thread(thread_id)
+        # thread right after its record. A checkpoint, as the query it replaced was, and
+        # before the read: a turn given after it lets a burst of other readers push the
+        # thread out of the mirror before its reader reads the rest.
         await trio.lowlevel.cancel_shielded_checkpoint()
+        thread = await self._thread(thread_id)
         return None if thread is None else thread.record
 
     async def list_threads(self, scope_key: str) -> list[ThreadRecord]:
