@@ -257,3 +257,31 @@ async def test_a_threads_first_read_takes_it_whole_into_the_mirror(tmp_path: Pat
         assert (await store.get_thread("t1")) == record
         assert [s for s in statements[read:] if s.startswith("SELECT")] == []
         assert await store.get_thread("nobody") is None
+
+
+async def test_a_burst_of_readers_reads_each_thread_once(tmp_path: Path) -> None:
+    """Readers of more threads than the mirror keeps idle, all at once, each reading its
+    thread's record and then the rest (as the runtime loads a thread): each thread is read
+    from the file once; none is pushed out between its record and the rest."""
+    path = tmp_path / "x.db"
+    count = MIRRORED_THREADS + 44
+    with SqliteStore(path) as writer:
+        async with writer.transaction() as tx:
+            for i in range(count):
+                tx.create_thread(thread(f"t{i}"))
+                tx.append_message(f"t{i}", user(f"m{i}"))
+    with SqliteStore(path) as store:
+        statements: list[str] = []
+        db = store._db
+        assert db is not None
+        db.set_trace_callback(statements.append)
+
+        async def load(thread_id: str) -> None:
+            assert await store.get_thread(thread_id) is not None
+            assert len(await store.list_messages(thread_id)) == 1
+
+        async with trio.open_nursery() as nursery:
+            for i in range(count):
+                nursery.start_soon(load, f"t{i}")
+        reads = [s for s in statements if s.startswith("SELECT json FROM threads")]
+        assert len(reads) == count
