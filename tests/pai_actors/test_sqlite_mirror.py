@@ -36,6 +36,15 @@ def run(run_id: str, thread_id: str, status: Any = "running") -> RunRecord:
     return RunRecord(thread_id=thread_id, run_id=run_id, status=status, created_at=T0)
 
 
+def traced(store: SqliteStore) -> list[str]:
+    """The statements the store runs on its connection from now on, as they run."""
+    statements: list[str] = []
+    db = store._db
+    assert db is not None
+    db.set_trace_callback(statements.append)
+    return statements
+
+
 async def everything(store: SqliteStore, thread_id: str) -> tuple[Any, ...]:
     """What the store answers about a thread, every per-thread read."""
     return (
@@ -53,15 +62,12 @@ async def test_a_mirrored_thread_is_read_without_a_query(tmp_path: Path) -> None
             tx.create_thread(thread("t1"))
             tx.append_message("t1", user("m1"))
             tx.put_run(run("r1", "t1"))
-        statements: list[str] = []
-        db = store._db
-        assert db is not None
-        db.set_trace_callback(statements.append)
+        statements = traced(store)
         assert [m.id for m in await store.list_messages("t1")] == ["m1"]
         assert [r.run_id for r in await store.list_runs("t1")] == ["r1"]
         assert (await store.get_run("r1")) == (await store.get_active_run("t1"))
         assert await store.list_calls("t1") == []
-        db.set_trace_callback(None)
+        store._db.set_trace_callback(None)  # type: ignore[union-attr]
         assert set(statements) == {"PRAGMA data_version"}
 
 
@@ -215,10 +221,7 @@ async def test_new_threads_wait_for_their_first_message_apart_from_the_idle_ones
             for i in range(count):
                 tx.create_thread(thread(f"t{i}"))
         assert len(store._mirror.threads) == count
-        statements: list[str] = []
-        db = store._db
-        assert db is not None
-        db.set_trace_callback(statements.append)
+        statements = traced(store)
         for i in range(count):  # each gets its message: idle ones now, within their bound
             assert await store.list_messages(f"t{i}") == []
             async with store.transaction() as tx:
@@ -245,10 +248,7 @@ async def test_a_threads_first_read_takes_it_whole_into_the_mirror(tmp_path: Pat
             tx.append_message("t1", user("m1"))
             tx.put_run(run("r1", "t1"))
     with SqliteStore(path) as store:  # (a new store: nothing mirrored)
-        statements: list[str] = []
-        db = store._db
-        assert db is not None
-        db.set_trace_callback(statements.append)
+        statements = traced(store)
         record = await store.get_thread("t1")
         assert record is not None
         assert record.thread_id == "t1"
@@ -271,10 +271,7 @@ async def test_a_burst_of_readers_reads_each_thread_once(tmp_path: Path) -> None
                 tx.create_thread(thread(f"t{i}"))
                 tx.append_message(f"t{i}", user(f"m{i}"))
     with SqliteStore(path) as store:
-        statements: list[str] = []
-        db = store._db
-        assert db is not None
-        db.set_trace_callback(statements.append)
+        statements = traced(store)
 
         async def load(thread_id: str) -> None:
             assert await store.get_thread(thread_id) is not None
