@@ -43,9 +43,10 @@ import json
 import logging
 import math
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 import pydantic
@@ -745,11 +746,13 @@ class PostgresStore(ClosingStore):
     # Reads: one statement on a connection of the pool (a snapshot of the last commit), or
     # the mirror, after a cancellation point only (it waits for nothing).
 
-    async def _mirrored(self, thread_id: str) -> MirroredThread | None:
-        """The thread as the mirror holds it, read into it first if it is not there; ``None``
-        when the mirror cannot answer (it is off, a commit to the thread is in flight, so
-        the server may already show what the mirror does not yet, or another node may write
-        it: this node does not own it), or the thread does not exist."""
+    async def _mirrored(self, thread_id: str) -> MirroredThread | _NoThread | None:
+        """The thread as the mirror holds it, read into it first if it is not there;
+        :data:`_NO_THREAD` when that read found no such thread; ``None`` when the mirror
+        cannot answer (it is off, a commit to the thread is in flight, so the server may
+        already show what the mirror does not yet, or another node may write it: this node
+        does not own it; or a group writing the thread went to the server while it was
+        read)."""
         self._check_open()
         await trio.lowlevel.checkpoint_if_cancelled()
         mirror = self._mirror
@@ -777,8 +780,10 @@ class PostgresStore(ClosingStore):
         finally:
             del self._loading[thread_id]
             load.done.set()
-        if not rows or load.stale or self._closed or not self._owns(thread_id):
+        if load.stale or self._closed or not self._owns(thread_id):
             return None
+        if not rows:  # (read after the call began, and nothing was writing it)
+            return _NO_THREAD
         return mirror.load(
             _load(ThreadRecord, rows[0][0]),
             _messages(messages),
@@ -893,10 +898,10 @@ class PostgresStore(ClosingStore):
         if mirrored is not None:
             return mirrored.record
         # Not in memory: read whole into the mirror, in one round trip, as the runtime
-        # reads the rest of a thread right after its record.
-        mirrored = await self._mirrored(thread_id)
-        if mirrored is not None:
-            return mirrored.record
+        # reads the rest of a thread right after its record (or found missing in it).
+        read = await self._mirrored(thread_id)
+        if read is not None:
+            return read.record
         rows = await self._fetch(_THREAD, thread_id)
         return _load(ThreadRecord, rows[0][0]) if rows else None
 
@@ -1052,6 +1057,22 @@ class _Flight:
         self.threads = threads
         self.db: Connection | None = None
         self.landed = trio.Event()
+
+
+class _NoThread:
+    """What :meth:`PostgresStore._mirrored` answers for a thread its read found missing: no
+    record, and nothing of it (the rows the server would give), so that a read of a thread
+    that does not exist is one round trip, not a second one for the same answer."""
+
+    __slots__ = ()
+
+    record = None
+    messages: tuple[Message, ...] = ()
+    runs: Mapping[str, RunRecord] = MappingProxyType({})
+    calls: Mapping[str, StoredCall] = MappingProxyType({})
+
+
+_NO_THREAD = _NoThread()
 
 
 class _Load:

@@ -49,10 +49,22 @@ async def test_a_threads_first_read_takes_it_whole_in_one_round_trip(database: s
             assert seen.round_trips == 1  # the rest from memory
 
 
-async def test_a_missing_thread_reads_as_none(database: str) -> None:
+async def test_a_missing_thread_reads_as_none_in_one_round_trip_a_read(database: str) -> None:
     with trio.fail_after(30), PostgresStore(database) as store:
+        seen = Statements(store)
         assert await store.get_thread("nobody") is None
+        assert seen.round_trips == 1  # the whole thread's read found nothing: no second one
         assert await store.list_messages("nobody") == []
+        assert await store.list_runs("nobody") == []
+        assert await store.list_calls("nobody") == []
+        assert await store.get_call("nobody", "call_1") is None
+        assert await store.list_pending_actions("nobody") == []
+        assert seen.round_trips == 6  # (a missing thread is not kept: each read asks again)
+        async with store.transaction() as tx:  # and once it exists, it is found
+            tx.create_thread(thread("nobody"))
+        record = await store.get_thread("nobody")
+        assert record is not None
+        assert record.thread_id == "nobody"
 
 
 async def test_the_threads_the_runtime_remembers_as_loaded_are_answered_from_memory(
