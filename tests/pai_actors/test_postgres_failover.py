@@ -59,7 +59,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -81,7 +81,7 @@ from .failover_support import (
     stderr_report,
     tracebacks,
 )
-from .postgres_support import connect, new_database
+from .postgres_support import connect
 
 SLOTS = 3
 LEASE = 1.0
@@ -98,12 +98,6 @@ SEEDS = (
 )
 
 T = TypeVar("T")
-
-
-@pytest.fixture
-def database() -> Iterator[str]:
-    with new_database() as url:
-        yield url
 
 
 # -- the plan --------------------------------------------------------------------------------

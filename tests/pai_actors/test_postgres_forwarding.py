@@ -13,7 +13,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,16 +34,10 @@ from pai_actors.testing import ScriptedModel, create_test_runtime, text, tool_ca
 
 from .node_worker import agent as worker_agent
 from .node_worker import model as worker_model
-from .postgres_support import connect, new_database
+from .postgres_support import connect
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
-
-
-@pytest.fixture
-def database() -> Iterator[str]:
-    with new_database() as url:
-        yield url
 
 
 def owner(url: str, thread_id: str) -> str | None:

@@ -20,13 +20,7 @@ from pai_actors import (
 )
 from pai_actors.testing import create_test_runtime
 
-from .postgres_support import Statements, append, connect, new_database, payer, payer_model, thread
-
-
-@pytest.fixture
-def database() -> Iterator[str]:
-    with new_database() as url:
-        yield url
+from .postgres_support import Statements, append, connect, payer, payer_model, thread
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +25,9 @@ from pai_actors import (
 from pai_actors.testing import create_test_runtime
 
 from .node_worker import agent, model
-from .postgres_support import append, connect, new_database, payer, payer_model, thread
+from .postgres_support import append, connect, payer, payer_model, thread
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def database() -> Iterator[str]:
-    with new_database() as url:
-        yield url
 
 
 def expire(url: str, thread_id: str) -> None:

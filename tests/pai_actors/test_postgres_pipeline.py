@@ -8,7 +8,6 @@ Each test gets a database of its own (``postgres_support``), with the real clock
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeAlias
 
@@ -27,16 +26,10 @@ from pai_actors import (
 from pai_actors._store import postgres, postgres_group
 from pai_actors._store.postgres_connection import Connection, ServerError, parse_conninfo
 
-from .postgres_support import connect, new_database
+from .postgres_support import connect
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 RunStatus: TypeAlias = Literal["running", "waiting"]
-
-
-@pytest.fixture
-def database() -> Iterator[str]:
-    with new_database() as url:
-        yield url
 
 
 def thread(thread_id: str) -> ThreadRecord:

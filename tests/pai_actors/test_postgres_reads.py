@@ -9,10 +9,8 @@ Each test gets a database of its own (``postgres_support``), with the real clock
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 import trio
 import trio.testing
 
@@ -20,13 +18,7 @@ from pai_actors import PostgresStore
 from pai_actors._runtime.loading import INDEX_CAPACITY
 from pai_actors.testing import create_test_runtime
 
-from .postgres_support import Statements, append, new_database, payer, payer_model, thread
-
-
-@pytest.fixture
-def database() -> Iterator[str]:
-    with new_database() as url:
-        yield url
+from .postgres_support import Statements, append, payer, payer_model, thread
 
 
 async def test_a_threads_first_read_takes_it_whole_in_one_round_trip(database: str) -> None:

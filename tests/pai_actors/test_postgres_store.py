@@ -19,7 +19,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,17 +53,10 @@ from pai_actors._store import postgres, postgres_schema
 from pai_actors.client import open_client
 from pai_actors.testing import ScriptedModel, check_store, create_test_runtime, text, tool_call
 
-from .postgres_support import connect, new_database, postgres_stores, require_psycopg
+from .postgres_support import connect, postgres_stores, require_psycopg
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 FIXTURE_V2 = Path(__file__).with_name("fixtures") / "store_v2.sqlite"
-
-
-@pytest.fixture
-def database() -> Iterator[str]:
-    """The URL of a new database, dropped after the test."""
-    with new_database() as url:
-        yield url
 
 
 @pytest.fixture

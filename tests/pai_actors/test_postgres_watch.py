@@ -5,25 +5,18 @@ whichever node made it."""
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-import pytest
 import trio
 
 from pai_actors import AgentRuntime, PostgresStore
 from pai_actors._store.postgres_updates import prune
 from pai_actors.testing import create_test_runtime
 
-from .postgres_support import connect, new_database
+from .postgres_support import connect
 from .watching import applied, collect, payer, statuses, streamer
-
-
-@pytest.fixture
-def database() -> Iterator[str]:
-    with new_database() as url:
-        yield url
 
 
 @asynccontextmanager
