@@ -77,6 +77,20 @@ def updated(model: _Model, /, **update: Any) -> _Model:
     return new
 
 
+def shared_fields_set(model: _Model, /) -> _Model:
+    """``model``, its set of fields set swapped for the one set of that content its class
+    shares (as ``updated`` and ``WireModel.trusted`` give theirs): a validated model holds
+    a set of its own, one more object for the garbage collector to scan for as long as the
+    model lives. For the records a runtime keeps while their runs wait (a thousand
+    conversations at once keep a thousand of each)."""
+    _set(
+        model,
+        "__pydantic_fields_set__",
+        _shared_fields_set(model.__class__, model.__pydantic_fields_set__, ()),
+    )
+    return model
+
+
 def _shared_fields_set(cls: type[BaseModel], before: set[str], added: Iterable[str]) -> set[str]:
     """``before | added``, one set for each class and content: a frozen model never
     changes its set in place, so its revisions share it, as a class's ``trusted`` instances

@@ -84,6 +84,7 @@ from .._core.records import (
 from .._core.state import RunState, RunStatus, ThreadState
 from .._core.trigger import is_notification, notification_message
 from .._core.updates import MessageDelta, ThreadUpdate, ThreadUpdateOrDelta
+from .._core.wire import shared_fields_set
 from .._store.base import Store, Transaction
 from .._tools.agent import AgentDefinition
 from .._tools.blocking import BlockingTools, BlockingToolStatistics
@@ -593,12 +594,14 @@ class AgentRuntime:
                 f"one of {known}",
                 agent_id=agent_id,
             )
-        thread = ThreadRecord(
-            thread_id=self._new_id("thread") if thread_id is None else thread_id,
-            scope_key=scope_key,
-            user_key=user_key,
-            agent_id=agent_id,
-            created_at=self._now(),
+        thread = shared_fields_set(  # (kept while the thread's runs go on: see its doc)
+            ThreadRecord(
+                thread_id=self._new_id("thread") if thread_id is None else thread_id,
+                scope_key=scope_key,
+                user_key=user_key,
+                agent_id=agent_id,
+                created_at=self._now(),
+            )
         )
         try:
             async with self._transaction() as tx:
@@ -991,18 +994,23 @@ class AgentRuntime:
                 raise self._busy(thread_id, None)
             # A stored active run (a waiting one, or one another runtime on the store started)
             # refuses the commit below: a thread has one run at a time. No read before it.
-            run = RunRecord(
-                thread_id=thread_id,
-                run_id=self._new_id("run", thread_id),
-                status="running",
-                created_at=self._now(),
-                identity=to_json_value(identity, what="identity"),
-                client_data=to_json_value(client_data, what="client_data"),
-                client_tools=tuple(ClientToolRecord.of(t) for t in client_tools),
-                model_settings=None if model_settings is None else model_settings.to_json(),
+            # (each validated, then given its class's shared set of fields set: a run
+            # waiting for a slot keeps these three, see ``shared_fields_set``)
+            run = shared_fields_set(
+                RunRecord(
+                    thread_id=thread_id,
+                    run_id=self._new_id("run", thread_id),
+                    status="running",
+                    created_at=self._now(),
+                    identity=to_json_value(identity, what="identity"),
+                    client_data=to_json_value(client_data, what="client_data"),
+                    client_tools=tuple(ClientToolRecord.of(t) for t in client_tools),
+                    model_settings=None if model_settings is None else model_settings.to_json(),
+                )
             )
-            message = Message(
-                id=self._new_id("msg", thread_id), role="user", parts=(TextPart(text=text), *files)
+            text_part = shared_fields_set(TextPart(text=text))
+            message = shared_fields_set(
+                Message(id=self._new_id("msg", thread_id), role="user", parts=(text_part, *files))
             )
             self._check_open()
             try:

@@ -7,6 +7,7 @@ import copy
 import enum
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -16,7 +17,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
-from pai_actors import MAX_SAFE_INTEGER, Message, RunRecord, StoredCall, TextPart
+from pai_actors import (
+    MAX_SAFE_INTEGER,
+    MemoryStore,
+    Message,
+    RunRecord,
+    StoredCall,
+    TextPart,
+    create_agent_runtime,
+    define_agent,
+)
 from pai_actors._core.call_json import (
     _CallShape,
     _dump_call,
@@ -26,7 +36,9 @@ from pai_actors._core.call_json import (
 )
 from pai_actors._core.call_record import Approval, CallRecord, Cancellation, DataItem, Episode
 from pai_actors._core.schema import frozen_mapping
-from pai_actors._core.wire import updated
+from pai_actors._core.wire import shared_fields_set, updated
+from pai_actors._store.base import AppendMessage, CreateThread, PutRun, Write
+from pai_actors.testing import ScriptedModel, text
 
 
 class Color(enum.StrEnum):
@@ -527,6 +539,58 @@ def test_trusted_instances_share_one_set_of_fields_which_is_all_of_them() -> Non
         assert copied.model_dump(exclude_unset=True) == {"type": "text", "text": copied.text}
     assert second.model_fields_set == {"type", "text"}
     assert second.model_dump(exclude_unset=True) == {"type": "text", "text": "b"}
+
+
+def test_validated_models_given_a_shared_set_of_fields_keep_what_they_had_set() -> None:
+    at = datetime(2025, 1, 2, tzinfo=UTC)
+    first = RunRecord(thread_id="t", run_id="r1", status="running", created_at=at)
+    own = first.model_fields_set
+    assert shared_fields_set(first) is first
+    second = shared_fields_set(
+        RunRecord(thread_id="t", run_id="r2", status="running", created_at=at)
+    )
+    assert first.model_fields_set is second.model_fields_set  # one set for that content
+    assert first.model_fields_set == own == {"thread_id", "run_id", "status", "created_at"}
+    assert first.model_fields_set is not own
+    # other content, another set; and what is dumped or copied is as before
+    third = shared_fields_set(
+        RunRecord(thread_id="t", run_id="r3", status="running", created_at=at, revision=0)
+    )
+    assert third.model_fields_set == own | {"revision"}
+    assert first.model_dump(exclude_unset=True) == {
+        "thread_id": "t",
+        "run_id": "r1",
+        "status": "running",
+        "created_at": at,
+    }
+    assert updated(first, revision=1).model_fields_set == own | {"revision"}
+    assert first.model_fields_set == own  # (updated made its own, it changed none)
+
+
+async def test_the_records_of_send_and_create_thread_share_their_sets_of_fields() -> None:
+    store = MemoryStore()
+    written: list[Write] = []
+    commit = store.commit
+
+    async def spying(writes: Sequence[Write]) -> None:
+        written.extend(writes)
+        await commit(writes)
+
+    store.commit = spying  # type: ignore[method-assign]
+    agent = define_agent(name="a", tools={}, model=ScriptedModel([text("done")] * 2))
+    async with create_agent_runtime(agent, store=store) as rt:
+        for _ in range(2):
+            thread_id = await rt.create_thread(scope_key="s")
+            await rt.send(thread_id, "hello")
+            await rt.wait_idle(thread_id)
+    threads = [w.thread for w in written if isinstance(w, CreateThread)]
+    messages = [w.message for w in written if isinstance(w, AppendMessage)]
+    runs = [w.run for w in written if isinstance(w, PutRun) and w.run.revision == 0]
+    messages = [m for m in messages if m.role == "user"]
+    for made in threads, messages, runs, [m.parts[0] for m in messages]:
+        assert len(made) == 2
+        assert made[0].model_fields_set is made[1].model_fields_set
+    assert messages[0].model_fields_set == {"id", "role", "parts"}
 
 
 def test_a_stored_call_dumped_in_python_mode_hands_out_no_value_of_its_record() -> None:
