@@ -584,9 +584,10 @@ async def test_the_records_of_send_and_create_thread_share_their_sets_of_fields(
             await rt.send(thread_id, "hello")
             await rt.wait_idle(thread_id)
     threads = [w.thread for w in written if isinstance(w, CreateThread)]
-    messages = [w.message for w in written if isinstance(w, AppendMessage)]
+    messages = [
+        w.message for w in written if isinstance(w, AppendMessage) and w.message.role == "user"
+    ]
     runs = [w.run for w in written if isinstance(w, PutRun) and w.run.revision == 0]
-    messages = [m for m in messages if m.role == "user"]
     for made in threads, messages, runs, [m.parts[0] for m in messages]:
         assert len(made) == 2
         assert made[0].model_fields_set is made[1].model_fields_set
