@@ -27,6 +27,7 @@ from .runtime import (
     check_max_agent_depth,
 )
 from .services import MapError
+from .warm import DEFAULT_KEEP_WARM, check_keep_warm
 
 
 def uuid_ids(prefix: str, *within: str) -> str:
@@ -100,6 +101,7 @@ def create_agent_runtime(
     thread_limit: int = DEFAULT_THREAD_LIMIT,
     max_active_runs: int | None = DEFAULT_MAX_ACTIVE_RUNS,
     max_agent_depth: int = DEFAULT_MAX_AGENT_DEPTH,
+    keep_warm: float = DEFAULT_KEEP_WARM,
 ) -> AgentRuntime:
     """Create the runtime for an agent, or for every agent of a :class:`Pai`.
 
@@ -130,10 +132,18 @@ def create_agent_runtime(
     ``max_active_runs`` (default 256) bounds the runs active at once: stepping, or running
     their calls. A run past the limit (a new one from ``send``, or one a submission
     resumes) is stored and waits, in order, for an active run to end or to passivate (a run
-    waiting only on pending actions holds no slot); ``wait_idle`` waits for it too. ``None``
+    waiting only on pending actions holds no slot once it passivated, see ``keep_warm``);
+    ``wait_idle`` waits for it too. ``None``
     removes the limit. A tool that blocks until another thread's run does something can
     wait forever once every slot is held by such tools: raise the limit, or use ``None``.
     (``ctx.agents.run`` does not block: the calling call waits without a slot.)
+
+    ``keep_warm`` (default 0.25 seconds) is how long a run waiting only on pending actions
+    may keep its actor, and its slot, before it passivates: it does while most recent
+    pending actions were resolved within that time (a client tool's output, an automated
+    approval), which spares its activation; with slower ones (a person's) it passivates at
+    once. Its state is written first either way; ``0`` never keeps it. See
+    ``docs/guides/durability.md``.
 
     ``max_agent_depth`` (default 4) bounds how deep sub-agent runs nest (``ctx.agents.run``
     in a sub-agent's tool is depth 2, and so on); deeper raises :class:`AgentRunError` in
@@ -144,6 +154,7 @@ def create_agent_runtime(
     blocking = BlockingTools(sync_tools, thread_limit)
     check_max_active_runs(max_active_runs)
     check_max_agent_depth(max_agent_depth)
+    check_keep_warm(keep_warm)
     bindings = check_runtime(agent_or_pai, capabilities=capabilities)
     if isinstance(agent_or_pai, Pai):
         if not agent_or_pai.agents:
@@ -164,6 +175,7 @@ def create_agent_runtime(
         blocking=blocking,
         max_active_runs=max_active_runs,
         max_agent_depth=max_agent_depth,
+        keep_warm=keep_warm,
     )
 
 

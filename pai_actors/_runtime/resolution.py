@@ -21,10 +21,12 @@ from .._core.errors import StoreConflict, ThreadOwnedElsewhere
 from .._core.records import RunRecord, StoredCall
 from .._core.wire import updated
 from .call import resumable
+from .live import LiveRun
 from .run import CLEANUP_SECONDS
 from .run_io import stage_call, write_call
 from .services import Services
 from .subagents import ended
+from .warm import waited
 
 
 async def resolve(
@@ -75,27 +77,49 @@ async def write_resumable(
     services: Services, call: StoredCall, record: CallRecord, run: RunRecord
 ) -> StoredCall:
     """Write the judged call and its part; when the submission makes the call resumable
-    and the run is passivated (``waiting``, no actor alive or starting), record the run
-    ``running`` in the same commit, the status its actor would write first on activation.
+    and the run is passivated (``waiting``, no actor alive or starting) or kept warm (its
+    actor listens, nothing of it runs: ``_runtime.warm``), record the run ``running`` in the
+    same commit, the status its actor would write first on resuming the call.
 
     Safe across a crash for the same reason the actor's own write is: a ``running`` run
     with a resumable call and no actor is activated on the next load.
     """
-    if not (run.status == "waiting" and resumable(record) and services.passivated(run.run_id)):
+    if not (run.status == "waiting" and resumable(record)):
+        return await write_call(services, call, record)
+    live = services.live_run(run.run_id)
+    warm = live is not None and _warm(live, run)
+    if not (warm or services.passivated(run.run_id)):
         return await write_call(services, call, record)
     async with services.transaction() as tx:
         stored = stage_call(tx, call, record)
-        tx.put_run(updated(run, status="running"))
+        staged = tx.put_run(updated(run, status="running"))
+    if live is not None and not live.passivated and live.run.revision < staged.revision:
+        # (its actor, still alive, must not write the revision it had again: it holds this
+        # one from now on; the wake that follows makes it look before it can passivate)
+        live.run = staged
+        live.status = "running"
     if services.closing():  # its activation will not happen here: leave the run waiting, as found
         with trio.move_on_after(CLEANUP_SECONDS, shield=True):
             await services.park(run.run_id)
     return stored
 
 
+def _warm(live: LiveRun, run: RunRecord) -> bool:
+    """Whether the run's actor listens with nothing of it running, holding ``run`` as
+    stored: the submission may write its ``running`` (see :func:`write_resumable`)."""
+    return (
+        not live.busy
+        and live.status == "waiting"
+        and live.active_calls == 0
+        and live.run.revision == run.revision
+    )
+
+
 async def wake(services: Services, call: StoredCall) -> None:
     """Wake the call's run after an accepted resolution, now durable (activating the run if
     it has no actor): the run reads the call and sends it the :class:`Resume` it stands
     for."""
+    services.keep_warm.resolved(waited(call.record))
     live = services.live_run(call.run_id)
     if live is None:
         services.activate_soon(call)

@@ -308,6 +308,8 @@ async def _wait_calls(
             if handoff is not None:
                 live.handoff = handoff = None
             if live.active_calls == 0 and not live.changed:  # still: nothing to do but wait
+                if await _kept_warm(services, live, mailbox):
+                    continue  # a submission (or a change) came while it listened
                 live.phase = RunActorPhase.PASSIVATED
                 live.waiting_message_id = message_id
                 return False
@@ -319,6 +321,28 @@ async def _wait_calls(
         services.notify(live.thread_id)
         del run_calls  # (garbage while the run waits for its next message: read again then)
         await mailbox.receive()
+
+
+async def _kept_warm(services: Services, live: LiveRun, mailbox: Mailbox[RunMessage]) -> bool:
+    """Keep the waiting run's actor (and its slot) listening for up to the runtime's
+    ``keep_warm`` window, when recent pending actions were resolved that quickly
+    (``_runtime.warm``): ``True`` once a message or change came, so the run looks again;
+    ``False`` when it should passivate now (no window, or nothing came within it). Its
+    state is already written (``waiting``): a close or a crash meanwhile loses nothing."""
+    keep_warm = services.keep_warm
+    seconds = keep_warm.window()
+    if not seconds or services.closing():
+        return False
+    live.phase = RunActorPhase.LISTENING  # idle for wait_idle, as a passivated run is
+    services.notify(live.thread_id)
+    with trio.move_on_after(seconds):
+        await mailbox.receive()
+        return True
+    live.phase = RunActorPhase.LOOKING
+    if live.changed or live.active_calls:  # (woken as the window closed)
+        return True
+    keep_warm.went_cold()
+    return False
 
 
 def calls_of_run(calls: list[StoredCall], run_id: str) -> list[StoredCall]:
@@ -357,10 +381,27 @@ async def _set_status(
 ) -> None:
     """Record the run's ``status`` (and ``handoff``, a call's last write, with it)."""
     if live.run.status != status or live.run.error != error or handoff is not None:
-        async with services.transaction() as tx:
-            if handoff is not None:
-                stage_call(tx, *handoff)
-            staged = tx.put_run(updated(live.run, status=status, error=error))
+        try:
+            async with services.transaction() as tx:
+                if handoff is not None:
+                    stage_call(tx, *handoff)
+                staged = tx.put_run(updated(live.run, status=status, error=error))
+        except StoreConflict:
+            # A submission to the run while it was kept warm records it ``running`` in its
+            # own commit (``_runtime.resolution``); woken before that submitter took the
+            # revision back, the run finds it stored.
+            stored = await services.store.get_run(live.run_id)
+            if (
+                handoff is not None
+                or stored is None
+                or (stored.status, stored.error)
+                != (
+                    status,
+                    error,
+                )
+            ):
+                raise
+            staged = stored
         live.run = staged  # only once committed: a conflict leaves the old revision
     if status in ("running", "waiting"):
         live.status = status

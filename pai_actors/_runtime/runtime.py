@@ -133,6 +133,7 @@ from .run_io import RUNTIME_CLOSING, TAKEN_OVER, stage_call
 from .services import MapError, Services
 from .subagents import CALLER_ENDED
 from .tracing import current_span_context
+from .warm import DEFAULT_KEEP_WARM, KeepWarm
 from .watch import (
     DEFAULT_WATCH_CAPACITY,
     PublishingTransaction,
@@ -216,6 +217,7 @@ class AgentRuntime:
         blocking: BlockingTools | None = None,
         max_active_runs: int | None = DEFAULT_MAX_ACTIVE_RUNS,
         max_agent_depth: int = DEFAULT_MAX_AGENT_DEPTH,
+        keep_warm: float = DEFAULT_KEEP_WARM,
     ) -> None:
         self._agents = agents
         self._max_active_runs = check_max_active_runs(max_active_runs)
@@ -297,6 +299,7 @@ class AgentRuntime:
             max_agent_depth=check_max_agent_depth(max_agent_depth),
             begin_sub_runs=self._begin_sub_runs,
             cancel_sub_threads_soon=self._cancel_sub_threads_soon,
+            keep_warm=KeepWarm(keep_warm),
         )
 
     @property

@@ -38,6 +38,7 @@ from .._tools.files import ScopedFiles
 from .._tools.registration import call_callback
 from .live import LiveRun
 from .loading import BoundedIndex, MessageIndex
+from .warm import KeepWarm
 
 _log = logging.getLogger("pai_actors")
 
@@ -65,7 +66,8 @@ class Services:
     threads, prompts and runs with their caller's links to them, in one transaction, and
     starts the runs (returning the caller as stored),
     ``cancel_sub_threads_soon(thread_ids, reason)`` cancels the active runs of those threads
-    (and their subtrees) in a runtime-owned task.
+    (and their subtrees) in a runtime-owned task. ``keep_warm`` says whether a run waiting
+    only on pending actions keeps its actor a while (``_runtime.warm``).
     """
 
     store: Store
@@ -99,6 +101,7 @@ class Services:
         [Sequence[tuple[ThreadRecord, Message, RunRecord]], StoredCall], Awaitable[StoredCall]
     ]
     cancel_sub_threads_soon: Callable[[tuple[str, ...], str | None], None]
+    keep_warm: KeepWarm
 
     def spec_for(self, call: StoredCall, agent: AgentDefinition) -> CallSpec | None:
         """The schemas a call is judged by: its tool's, or a client tool's (``None``: the

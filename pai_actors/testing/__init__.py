@@ -68,6 +68,7 @@ from .._runtime.clock import trio_clock as trio_clock
 from .._runtime.create import counter_ids, create_agent_runtime
 from .._runtime.runtime import DEFAULT_MAX_ACTIVE_RUNS, DEFAULT_MAX_AGENT_DEPTH, AgentRuntime
 from .._runtime.services import MapError
+from .._runtime.warm import DEFAULT_KEEP_WARM
 from .._store.base import Store
 from .._store.memory import MemoryBacking, MemoryStore
 from .._store.postgres import PostgresStore, stored_ids
@@ -108,6 +109,7 @@ def create_test_runtime(
     thread_limit: int = DEFAULT_THREAD_LIMIT,
     max_active_runs: int | None = DEFAULT_MAX_ACTIVE_RUNS,
     max_agent_depth: int = DEFAULT_MAX_AGENT_DEPTH,
+    keep_warm: float = DEFAULT_KEEP_WARM,
 ) -> AgentRuntime:
     """An :class:`~pai_actors.AgentRuntime` for tests: ``model`` (usually a
     :class:`ScriptedModel`) instead of the agents' own (one for every agent, or a mapping
@@ -160,6 +162,7 @@ def create_test_runtime(
         thread_limit=thread_limit,
         max_active_runs=max_active_runs,
         max_agent_depth=max_agent_depth,
+        keep_warm=keep_warm,
     )
     if temporary is not None:
         assert isinstance(store, SqliteStore)
