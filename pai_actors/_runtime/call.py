@@ -283,8 +283,10 @@ class _CallDriver:
     async def _start_entry(self, started: str) -> None:
         """Record, durably, that the re-entry from ``started`` begins ``execute`` now (the
         caller calls ``execute`` with no checkpoint after this returns)."""
-        try:
-            await self.write(start_entry(self.record))
+        try:  # (its tool part does not change: only the record is written)
+            self.call = await write_call(
+                self.services, self.call, start_entry(self.record), part=False
+            )
         except Exception as exc:
             self.fault = exc
             raise

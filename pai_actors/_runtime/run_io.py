@@ -65,10 +65,17 @@ TAKEN_OVER = "another node took this run over"
 its writes are refused; the new owner records what it finds)."""
 
 
-async def write_call(services: Services, call: StoredCall, record: CallRecord) -> StoredCall:
-    """Write ``record`` and its tool part in one transaction; return the stored call."""
+async def write_call(
+    services: Services, call: StoredCall, record: CallRecord, *, part: bool = True
+) -> StoredCall:
+    """Write ``record`` and its tool part in one transaction; return the stored call.
+    ``part=False``: the record alone, for a change its part does not show (``to_part``
+    reads neither ``entry_started`` nor ``observed``)."""
     async with services.transaction() as tx:
-        stored = stage_call(tx, call, record)
+        if part:
+            stored = stage_call(tx, call, record)
+        else:
+            stored = tx.put_call(call, record=record)
     return stored
 
 

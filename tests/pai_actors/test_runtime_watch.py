@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime
 from typing import Any
 
@@ -123,6 +124,29 @@ async def test_watch_yields_messages_parts_and_run_status_with_wire_forms(
     assert parts[-1].to_wire()["messageId"] == state.messages[1].id
     final = [u for u in updates if isinstance(u, MessageAppended | MessageReplaced)][-1]
     assert final.message.to_wire() == state.messages[-1].to_wire()
+
+
+async def test_each_tool_part_update_shows_a_change_of_the_part(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A resume marks its start durably in the call's record before ``execute`` runs again;
+    the part does not show that mark, so it is not put (nor sent to watchers) again."""
+    agent = define_agent(name="a", tools={"ask": approval_tool()})
+    model = ScriptedModel([[tool_call("ask", {"n": 1})], text("done")])
+    updates: list[ThreadUpdate] = []
+    with trio.fail_after(10):
+        async with create_test_runtime(agent, model=model) as rt:
+            thread_id = await rt.create_thread("s")
+            async with rt.watch(thread_id) as watch:
+                await rt.send(thread_id, "go")
+                await rt.wait_idle(thread_id)
+                [action] = await rt.pending_actions(thread_id)
+                assert (await action.submit({"approved": True})).status == "accepted"
+                await collect_until(watch, run_is("completed"), updates)
+    parts = [u.part.to_wire() for u in updates if isinstance(u, ToolPartUpdated)]
+    assert [p["state"] for p in parts] == ["input-available", "input-available", "output-available"]
+    assert [p.get("pendingSuspension") is not None for p in parts] == [True, False, False]
+    assert all(a != b for a, b in itertools.pairwise(parts))
 
 
 async def test_transient_tool_data_reaches_only_connected_watchers_and_is_never_stored(
