@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 import trio
 import trio.testing
-from pydantic import BaseModel
 
 from pai_actors import (
     Finish,
@@ -24,46 +24,23 @@ from pai_actors import (
     ModelEvent,
     ModelRequest,
     ModelToolMessage,
-    ResumeEntry,
     RuntimeConfigError,
-    SuspendPoint,
     TextDelta,
     ToolCallEvent,
-    ToolContext,
     ToolPart,
     create_agent_runtime,
     define_agent,
-    define_tool,
 )
 from pai_actors._core.call_record import Approval, CallRecord, Episode
 from pai_actors._runtime.warm import DEFAULT_KEEP_WARM, KeepWarm, waited
 from pai_actors._store.base import PutCall, PutRun, Write
 from pai_actors.testing import create_test_runtime
 
+from .test_runtime_admission import ask_tool
+
 WINDOW = 0.25
 
 
-class Job(BaseModel):
-    job: str
-
-
-class Decision(BaseModel):
-    approved: bool
-
-
-async def _ask(ctx: ToolContext) -> Any:
-    if isinstance(ctx.entry, ResumeEntry):
-        return {"approved": ctx.entry.resume.approved}
-    return ctx.suspend("approval", {"job": ctx.input.job})
-
-
-ask_tool = define_tool(
-    id="t.ask.v1",
-    description="Ask.",
-    input_schema=Job,
-    suspend={"approval": SuspendPoint(suspend_schema=Job, resume_schema=Decision)},
-    execute=_ask,
-)
 agent = define_agent(name="a", tools={"ask": ask_tool})
 
 
@@ -111,10 +88,19 @@ async def _conversation(rt: Any, job: str, *, answer_after: float = 0.0) -> str:
     return thread_id
 
 
-async def _quick_history(rt: Any, n: int = 32) -> None:
-    """``n`` conversations approved the moment they wait: recent actions are quick."""
-    for i in range(n):
-        await _conversation(rt, f"warm-up {i}")
+@asynccontextmanager
+async def after_quick_approvals(model: Any, **options: Any) -> AsyncIterator[Any]:
+    """A test runtime (``keep_warm=WINDOW`` unless ``options`` say otherwise) in which 32
+    conversations were approved the moment they waited: recent actions are quick."""
+    options.setdefault("keep_warm", WINDOW)
+    async with create_test_runtime(agent, model=model, **options) as rt:
+        for i in range(32):
+            await _conversation(rt, f"warm-up {i}")
+        yield rt
+
+
+def _tool_parts(state: Any) -> list[ToolPart]:
+    return [p for m in state.messages for p in m.parts if isinstance(p, ToolPart)]
 
 
 async def _suspended(rt: Any, job: str) -> str:
@@ -147,10 +133,7 @@ async def test_after_quick_resolutions_a_waiting_run_keeps_its_slot_until_its_wi
 ) -> None:
     model = StepLog()
     with trio.fail_after(10):
-        async with create_test_runtime(
-            agent, model=model, max_active_runs=1, keep_warm=WINDOW
-        ) as rt:
-            await _quick_history(rt)
+        async with after_quick_approvals(model, max_active_runs=1) as rt:
             began = trio.current_time()
             a = await _suspended(rt, "a")  # wait_idle returns: a warm run is idle
             assert trio.current_time() == began
@@ -168,10 +151,7 @@ async def test_a_submission_within_the_window_resumes_the_warm_run_in_its_slot(
     would have let that run go first and queued its own resume behind it."""
     model = StepLog()
     with trio.fail_after(10):
-        async with create_test_runtime(
-            agent, model=model, max_active_runs=1, keep_warm=WINDOW
-        ) as rt:
-            await _quick_history(rt)
+        async with after_quick_approvals(model, max_active_runs=1) as rt:
             a = await _suspended(rt, "a")
             b = await rt.create_thread("s")
             await rt.send(b, "b")  # queued behind a's warm run
@@ -180,12 +160,7 @@ async def test_a_submission_within_the_window_resumes_the_warm_run_in_its_slot(
             await rt.wait_idle(a)
             await rt.wait_idle(b)
             assert await _status(rt, a) == "completed"
-            [part] = [
-                p
-                for m in (await rt.get_state(a)).messages
-                for p in m.parts
-                if isinstance(p, ToolPart)
-            ]
+            [part] = _tool_parts(await rt.get_state(a))
             assert part.output == {"approved": True}
     assert model.order("a", "b") == [("a", 1), ("a", 2), ("b", 1)]
 
@@ -195,8 +170,7 @@ async def test_with_keep_warm_0_a_waiting_run_always_passivates(
 ) -> None:
     model = StepLog()
     with trio.fail_after(10):
-        async with create_test_runtime(agent, model=model, max_active_runs=1, keep_warm=0) as rt:
-            await _quick_history(rt)
+        async with after_quick_approvals(model, max_active_runs=1, keep_warm=0) as rt:
             a = await _suspended(rt, "a")
             b = await rt.create_thread("s")
             await rt.send(b, "b")
@@ -215,10 +189,7 @@ async def test_slow_resolutions_turn_keeping_warm_off(
     the window: soon no run is kept warm."""
     model = StepLog()
     with trio.fail_after(100):
-        async with create_test_runtime(
-            agent, model=model, max_active_runs=1, keep_warm=WINDOW
-        ) as rt:
-            await _quick_history(rt)
+        async with after_quick_approvals(model, max_active_runs=1) as rt:
             for i in range(32):
                 await _conversation(rt, f"slow {i}", answer_after=1.0)
             began = trio.current_time()
@@ -233,8 +204,7 @@ async def test_a_run_warm_when_the_runtime_closes_stays_waiting_for_the_next(
     store = MemoryStore()
     model = StepLog()
     with trio.fail_after(10):
-        async with create_test_runtime(agent, model=model, store=store, keep_warm=WINDOW) as rt:
-            await _quick_history(rt)
+        async with after_quick_approvals(model, store=store) as rt:
             a = await _suspended(rt, "a")
             began = trio.current_time()
         assert trio.current_time() == began  # the close did not wait for the window
@@ -253,20 +223,14 @@ async def test_cancelling_a_warm_run_records_it_and_its_call_cancelled(
 ) -> None:
     model = StepLog()
     with trio.fail_after(10):
-        async with create_test_runtime(agent, model=model, keep_warm=WINDOW) as rt:
-            await _quick_history(rt)
+        async with after_quick_approvals(model) as rt:
             a = await _suspended(rt, "a")
             run_id = (await rt.get_state(a)).runs[-1].run_id
             state = await rt.cancel_run(run_id, "changed my mind")
             assert state.status == "cancelled"
             await rt.wait_idle(a)
             assert await rt.pending_actions(a) == []
-            [part] = [
-                p
-                for m in (await rt.get_state(a)).messages
-                for p in m.parts
-                if isinstance(p, ToolPart)
-            ]
+            [part] = _tool_parts(await rt.get_state(a))
             assert part.state == "output-error"
     assert model.of("a")[1:] == []  # never resumed
 
@@ -295,8 +259,7 @@ async def test_two_submissions_at_once_to_a_warm_run_resume_both_calls_once(
     reading it so, writes only its call. Whichever order trio runs them in (the sleeps
     before them vary it), both calls resume once and the run completes."""
     with trio.fail_after(10):
-        async with create_test_runtime(agent, model=TwoCalls(), keep_warm=WINDOW) as rt:
-            await _quick_history(rt)  # (TwoCalls asks twice: two quick approvals a thread)
+        async with after_quick_approvals(TwoCalls()) as rt:
             thread_id = await _suspended(rt, "a")
             actions = await rt.pending_actions(thread_id)
             assert len(actions) == 2
@@ -314,7 +277,7 @@ async def test_two_submissions_at_once_to_a_warm_run_resume_both_calls_once(
             state = await rt.get_state(thread_id)
     assert results == ["accepted", "accepted"]
     assert [r.status for r in state.runs] == ["completed"]
-    parts = [p for m in state.messages for p in m.parts if isinstance(p, ToolPart)]
+    parts = _tool_parts(state)
     assert [p.output for p in parts] == [{"approved": True}, {"approved": True}]
 
 
@@ -347,10 +310,7 @@ async def test_a_warm_run_woken_before_its_first_submitter_returns_takes_its_sta
     store = HoldingStore()
     store.release = trio.Event()
     with trio.fail_after(10):
-        async with create_test_runtime(
-            agent, model=TwoCalls(), store=store, keep_warm=WINDOW
-        ) as rt:
-            await _quick_history(rt)
+        async with after_quick_approvals(TwoCalls(), store=store) as rt:
             thread_id = await _suspended(rt, "a")
             first, second = await rt.pending_actions(thread_id)
             store.armed = True
@@ -364,7 +324,7 @@ async def test_a_warm_run_woken_before_its_first_submitter_returns_takes_its_sta
             await rt.wait_idle(thread_id)
             state = await rt.get_state(thread_id)
     assert [r.status for r in state.runs] == ["completed"]
-    parts = [p for m in state.messages for p in m.parts if isinstance(p, ToolPart)]
+    parts = _tool_parts(state)
     assert [p.output for p in parts] == [{"approved": True}, {"approved": True}]
 
 

@@ -126,11 +126,9 @@ async def test_watch_yields_messages_parts_and_run_status_with_wire_forms(
     assert final.message.to_wire() == state.messages[-1].to_wire()
 
 
-async def test_each_tool_part_update_shows_a_change_of_the_part(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """A resume marks its start durably in the call's record before ``execute`` runs again;
-    the part does not show that mark, so it is not put (nor sent to watchers) again."""
+async def watched_approval() -> list[ThreadUpdate]:
+    """What a watcher of one conversation receives: the ``ask`` call suspends, is approved
+    and returns, and the model answers."""
     agent = define_agent(name="a", tools={"ask": approval_tool()})
     model = ScriptedModel([[tool_call("ask", {"n": 1})], text("done")])
     updates: list[ThreadUpdate] = []
@@ -143,6 +141,15 @@ async def test_each_tool_part_update_shows_a_change_of_the_part(
                 [action] = await rt.pending_actions(thread_id)
                 assert (await action.submit({"approved": True})).status == "accepted"
                 await collect_until(watch, run_is("completed"), updates)
+    return updates
+
+
+async def test_each_tool_part_update_shows_a_change_of_the_part(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A resume marks its start durably in the call's record before ``execute`` runs again;
+    the part does not show that mark, so it is not put (nor sent to watchers) again."""
+    updates = await watched_approval()
     parts = [u.part.to_wire() for u in updates if isinstance(u, ToolPartUpdated)]
     assert [p["state"] for p in parts] == ["input-available", "input-available", "output-available"]
     assert [p.get("pendingSuspension") is not None for p in parts] == [True, False, False]
@@ -340,18 +347,7 @@ async def test_send_refuses_an_identity_that_cannot_be_stored(
 async def test_a_call_that_was_not_streamed_is_never_shown_input_streaming(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    agent = define_agent(name="a", tools={"ask": approval_tool()})
-    model = ScriptedModel([[tool_call("ask", {"n": 1})], text("done")])
-    updates: list[ThreadUpdate] = []
-    with trio.fail_after(10):
-        async with create_test_runtime(agent, model=model) as rt:
-            thread_id = await rt.create_thread("s")
-            async with rt.watch(thread_id) as watch:
-                await rt.send(thread_id, "go")
-                await rt.wait_idle(thread_id)
-                [action] = await rt.pending_actions(thread_id)
-                assert (await action.submit({"approved": True})).status == "accepted"
-                await collect_until(watch, run_is("completed"), updates)
+    updates = await watched_approval()
     shown = [
         part.state
         for u in updates
