@@ -142,7 +142,8 @@ def create_agent_runtime(
     may keep its actor, and its slot, before it passivates: it does while most recent
     pending actions were resolved within that time (a client tool's output, an automated
     approval), which spares its activation; with slower ones (a person's) it passivates at
-    once. Its state is written first either way; ``0`` never keeps it. See
+    once. Its state is written first either way; ``0`` never keeps it, nor does a store
+    shared with other nodes (a ``PostgresStore`` with a ``node_id``). See
     ``docs/guides/durability.md``.
 
     ``max_agent_depth`` (default 4) bounds how deep sub-agent runs nest (``ctx.agents.run``

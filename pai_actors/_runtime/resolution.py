@@ -69,6 +69,7 @@ async def resolve(
             raise
         except StoreConflict:  # resolved or changed meanwhile: judge it again
             continue
+        services.keep_warm.resolved(waited(outcome.record))  # (how long it waited)
         await wake(services, stored)
         return outcome.result
 
@@ -119,7 +120,6 @@ async def wake(services: Services, call: StoredCall) -> None:
     """Wake the call's run after an accepted resolution, now durable (activating the run if
     it has no actor): the run reads the call and sends it the :class:`Resume` it stands
     for."""
-    services.keep_warm.resolved(waited(call.record))
     live = services.live_run(call.run_id)
     if live is None:
         services.activate_soon(call)

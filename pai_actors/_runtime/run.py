@@ -380,7 +380,7 @@ async def _set_status(
     handoff: tuple[StoredCall, CallRecord] | None = None,
 ) -> None:
     """Record the run's ``status`` (and ``handoff``, a call's last write, with it)."""
-    if live.run.status != status or live.run.error != error or handoff is not None:
+    while live.run.status != status or live.run.error != error or handoff is not None:
         try:
             async with services.transaction() as tx:
                 if handoff is not None:
@@ -388,21 +388,17 @@ async def _set_status(
                 staged = tx.put_run(updated(live.run, status=status, error=error))
         except StoreConflict:
             # A submission to the run while it was kept warm records it ``running`` in its
-            # own commit (``_runtime.resolution``); woken before that submitter took the
-            # revision back, the run finds it stored.
+            # own commit (``_runtime.resolution``), and the run (woken by another, or
+            # cancelled) may write before that submitter hands it the new revision: it
+            # takes the newer revision of its still active run from the store and writes
+            # over it (nothing when it is what it meant to write).
             stored = await services.store.get_run(live.run_id)
-            if (
-                handoff is not None
-                or stored is None
-                or (stored.status, stored.error)
-                != (
-                    status,
-                    error,
-                )
-            ):
+            if stored is None or not stored.active or stored.revision <= live.run.revision:
                 raise
-            staged = stored
+            live.run = stored
+            continue
         live.run = staged  # only once committed: a conflict leaves the old revision
+        break
     if status in ("running", "waiting"):
         live.status = status
     services.notify(live.thread_id)

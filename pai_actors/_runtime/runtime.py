@@ -299,7 +299,9 @@ class AgentRuntime:
             max_agent_depth=check_max_agent_depth(max_agent_depth),
             begin_sub_runs=self._begin_sub_runs,
             cancel_sub_threads_soon=self._cancel_sub_threads_soon,
-            keep_warm=KeepWarm(keep_warm),
+            # (on a store shared with other nodes a waiting run gives its thread's lease up in the
+            # commit that records it waiting: it is not kept warm, see ``_runtime.warm``)
+            keep_warm=KeepWarm(0.0 if self._shared else keep_warm),
         )
 
     @property

@@ -14,11 +14,17 @@ waiting run (``waiting``, the pending action committed): a crash or a close whil
 loses nothing, and whether it is warm is visible only in what it costs. Whether it is kept
 warm is decided the way an adaptive mutex decides whether to spin before it sleeps: from how
 recent waits ended. :class:`KeepWarm` keeps a moving share of the pending actions resolved
-within ``keep_warm`` seconds of their suspension (from the timestamps their records carry,
-so that the resolutions of passivated runs count too) and of warm runs that passivated
-without one; runs are kept warm only while at least half of them were quick. Ten thousand
+within ``keep_warm`` seconds of their suspension (each accepted resolution, read from the
+timestamps its record carries, so that the resolutions of passivated runs count too) and of
+warm runs that passivated without one; runs are kept warm only while at least half of them
+were quick. Ten thousand
 approvals that never come (the W2 benchmark) keep no run warm; a runtime whose actions are
 resolved at once keeps them all.
+
+A runtime on a store shared with other nodes (``PostgresStore(node_id=...)``) keeps no run
+warm: a waiting run gives its thread's lease up in the commit that records it waiting, so
+another node may take the thread over (a submission that reaches it, say) while the warm
+actor would still listen here, and a ``cancel_run`` at that actor would not reach the run.
 
 Pure: it reads no clock (the caller gives the wait it measured) and does no I/O.
 """

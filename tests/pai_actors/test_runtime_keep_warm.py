@@ -24,6 +24,7 @@ from pai_actors import (
     ModelEvent,
     ModelRequest,
     ModelToolMessage,
+    PostgresStore,
     RuntimeConfigError,
     TextDelta,
     ToolCallEvent,
@@ -326,6 +327,63 @@ async def test_a_warm_run_woken_before_its_first_submitter_returns_takes_its_sta
     assert [r.status for r in state.runs] == ["completed"]
     parts = _tool_parts(state)
     assert [p.output for p in parts] == [{"approved": True}, {"approved": True}]
+
+
+async def test_cancel_run_of_a_warm_run_whose_submission_just_committed_cancels_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The submission's commit (the call, the run ``running``) landed; before its task hands
+    the run the new revision, ``cancel_run`` stops the run, which records itself cancelled
+    over that revision: the run ends cancelled and is not resumed."""
+    store = HoldingStore()
+    store.release = trio.Event()
+    model = StepLog()
+    outcome: dict[str, str] = {}
+    with trio.fail_after(30):
+        async with after_quick_approvals(model, store=store) as rt:
+            a = await _suspended(rt, "a")
+            run_id = (await rt.get_state(a)).runs[-1].run_id
+            [action] = await rt.pending_actions(a)
+            store.armed = True
+
+            async def submit() -> None:
+                outcome["submit"] = (await action.submit({"approved": True})).status
+
+            async def cancel() -> None:
+                outcome["cancel"] = (await rt.cancel_run(run_id, "stop")).status
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(submit)
+                await trio.testing.wait_all_tasks_blocked()
+                assert store.held
+                nursery.start_soon(cancel)
+                await trio.testing.wait_all_tasks_blocked()
+                store.release.set()
+            await trio.sleep(1)
+            await rt.wait_idle(a)
+            state = await rt.get_state(a)
+    assert outcome == {"submit": "accepted", "cancel": "cancelled"}
+    assert [r.status for r in state.runs] == ["cancelled"]
+    assert model.of("a")[1:] == []  # never resumed
+
+
+async def test_a_runtime_on_a_store_shared_with_other_nodes_keeps_no_run_warm(
+    database: str,
+) -> None:
+    """A waiting run gives its thread's lease up in the commit that records it waiting, so a
+    node does not keep it warm: after quick approvals, the waiting run still gives its slot
+    to the next thread's run at once, and its own resume waits for it (on one node's store
+    it would keep the slot and resume first)."""
+    model = StepLog()
+    with trio.fail_after(60), PostgresStore(database, node_id="n1") as store:
+        async with after_quick_approvals(model, store=store, max_active_runs=1) as rt:
+            a = await _suspended(rt, "a")
+            b = await rt.create_thread("s")
+            await rt.send(b, "b")
+            await _approve(rt, a)
+            await rt.wait_idle(a)
+            await rt.wait_idle(b)
+    assert model.order("a", "b") == [("a", 1), ("b", 1), ("a", 2)]
 
 
 @pytest.mark.parametrize("value", [-0.1, math.inf, math.nan, True, "0.25", None])
