@@ -133,7 +133,7 @@ from .run_io import RUNTIME_CLOSING, TAKEN_OVER, stage_call
 from .services import MapError, Services
 from .subagents import CALLER_ENDED
 from .tracing import current_span_context
-from .warm import DEFAULT_KEEP_WARM, KeepWarm
+from .warm import DEFAULT_KEEP_WARM, KeepWarm, check_keep_warm
 from .watch import (
     DEFAULT_WATCH_CAPACITY,
     PublishingTransaction,
@@ -221,6 +221,7 @@ class AgentRuntime:
     ) -> None:
         self._agents = agents
         self._max_active_runs = check_max_active_runs(max_active_runs)
+        seconds_warm = check_keep_warm(keep_warm)  # (checked on a shared store too)
         # where plain def executes run (a worker thread or inline) and their limiter
         self._blocking = blocking if blocking is not None else BlockingTools()
         self._bindings: Mapping[str, Binding] = dict(bindings or {})
@@ -301,7 +302,7 @@ class AgentRuntime:
             cancel_sub_threads_soon=self._cancel_sub_threads_soon,
             # (on a store shared with other nodes a waiting run gives its thread's lease up in the
             # commit that records it waiting: it is not kept warm, see ``_runtime.warm``)
-            keep_warm=KeepWarm(0.0 if self._shared else keep_warm),
+            keep_warm=KeepWarm(0.0 if self._shared else seconds_warm),
         )
 
     @property

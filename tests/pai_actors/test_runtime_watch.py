@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import trio
@@ -23,6 +23,7 @@ from pai_actors import (
     RuntimeClosed,
     SuspendPoint,
     ThreadNotFound,
+    ThreadState,
     ThreadUpdate,
     ThreadWatch,
     ToolContext,
@@ -84,9 +85,16 @@ def run_is(status: str) -> Any:
     return lambda u: isinstance(u, RunStatusChanged) and u.run.status == status
 
 
-async def test_watch_yields_messages_parts_and_run_status_with_wire_forms(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
+class Watched(NamedTuple):
+    updates: list[ThreadUpdate]
+    thread_id: str
+    run_id: str
+    state: ThreadState
+
+
+async def watched_approval() -> Watched:
+    """What a watcher of one conversation receives (and the thread's state after): the
+    ``ask`` call suspends, is approved and returns, and the model answers."""
     agent = define_agent(name="a", tools={"ask": approval_tool()})
     model = ScriptedModel([[tool_call("ask", {"n": 1})], text("done")])
     updates: list[ThreadUpdate] = []
@@ -101,6 +109,13 @@ async def test_watch_yields_messages_parts_and_run_status_with_wire_forms(
                 assert (await action.submit({"approved": True})).status == "accepted"
                 await collect_until(watch, run_is("completed"), updates)
             state = await rt.get_state(thread_id)
+    return Watched(updates, thread_id, run_id, state)
+
+
+async def test_watch_yields_messages_parts_and_run_status_with_wire_forms(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    updates, thread_id, run_id, state = await watched_approval()
     appended = [u for u in updates if isinstance(u, MessageAppended)]
     assert appended[0].message.role == "user"
     assert appended[0].to_wire() == {
@@ -126,30 +141,12 @@ async def test_watch_yields_messages_parts_and_run_status_with_wire_forms(
     assert final.message.to_wire() == state.messages[-1].to_wire()
 
 
-async def watched_approval() -> list[ThreadUpdate]:
-    """What a watcher of one conversation receives: the ``ask`` call suspends, is approved
-    and returns, and the model answers."""
-    agent = define_agent(name="a", tools={"ask": approval_tool()})
-    model = ScriptedModel([[tool_call("ask", {"n": 1})], text("done")])
-    updates: list[ThreadUpdate] = []
-    with trio.fail_after(10):
-        async with create_test_runtime(agent, model=model) as rt:
-            thread_id = await rt.create_thread("s")
-            async with rt.watch(thread_id) as watch:
-                await rt.send(thread_id, "go")
-                await rt.wait_idle(thread_id)
-                [action] = await rt.pending_actions(thread_id)
-                assert (await action.submit({"approved": True})).status == "accepted"
-                await collect_until(watch, run_is("completed"), updates)
-    return updates
-
-
 async def test_each_tool_part_update_shows_a_change_of_the_part(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """A resume marks its start durably in the call's record before ``execute`` runs again;
     the part does not show that mark, so it is not put (nor sent to watchers) again."""
-    updates = await watched_approval()
+    updates = (await watched_approval()).updates
     parts = [u.part.to_wire() for u in updates if isinstance(u, ToolPartUpdated)]
     assert [p["state"] for p in parts] == ["input-available", "input-available", "output-available"]
     assert [p.get("pendingSuspension") is not None for p in parts] == [True, False, False]
@@ -347,7 +344,7 @@ async def test_send_refuses_an_identity_that_cannot_be_stored(
 async def test_a_call_that_was_not_streamed_is_never_shown_input_streaming(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    updates = await watched_approval()
+    updates = (await watched_approval()).updates
     shown = [
         part.state
         for u in updates
